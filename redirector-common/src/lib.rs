@@ -1,0 +1,130 @@
+//! Map keys and values shared by the eBPF programs (`redirector-ebpf`) and the agent.
+//!
+//! Every type is `#[repr(C)]`, holds no `bool` and spells out its padding, so the byte
+//! layout the kernel hashes is the same on both sides and padding is always zeroed.
+//! With the `user` feature the types implement `aya::Pod` for the agent.
+#![no_std]
+
+/// Names of the maps, as the agent finds them in the object and pins them.
+pub mod map_names {
+    /// [`Endpoint`] of a Backend address -> backend id (`u64`).
+    pub const BACKENDS: &str = "BACKENDS";
+    /// Socket cookie -> [`Redirect`](super::Redirect), for `getpeername` and `sock_ops`.
+    pub const SOCKETS: &str = "SOCKETS";
+    /// Client's local [`Endpoint`](super::Endpoint) -> [`Redirect`](super::Redirect),
+    /// consumed (deleted) by the proxy on accept.
+    pub const PENDING: &str = "PENDING";
+    /// Socket cookies of the agent's own upstream sockets, never redirected.
+    pub const AGENT_SOCKETS: &str = "AGENT_SOCKETS";
+    /// Single [`ProxyConfig`](super::ProxyConfig) at index 0.
+    pub const CONFIG: &str = "CONFIG";
+}
+
+/// Names of the programs (the Rust function names in `redirector-ebpf`).
+pub mod program_names {
+    pub const CONNECT4: &str = "connect4";
+    pub const CONNECT6: &str = "connect6";
+    pub const SOCK_OPS: &str = "sock_ops";
+    pub const GETPEERNAME4: &str = "getpeername4";
+    pub const GETPEERNAME6: &str = "getpeername6";
+}
+
+/// An IP address and TCP port.
+///
+/// IPv4 addresses are stored IPv4-mapped (`::ffff:a.b.c.d`) so one key type serves
+/// `connect4`, `connect6` and dual-stack sockets dialing mapped addresses alike.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Endpoint {
+    /// The 16 address bytes in network order, as four words exactly as the kernel's
+    /// `bpf_sock_addr.user_ip6` / `bpf_sock_ops.local_ip6` hold them.
+    pub addr: [u32; 4],
+    /// Port in host byte order.
+    pub port: u16,
+    pub _pad: [u8; 2],
+}
+
+/// The third word of an IPv4-mapped IPv6 address (`0000:ffff`), in network order.
+pub const V4_MAPPED_WORD: u32 = u32::from_ne_bytes([0, 0, 0xff, 0xff]);
+
+impl Endpoint {
+    /// `ip4` is in network order (as `bpf_sock_addr.user_ip4`), `port` in host order.
+    #[inline(always)]
+    pub const fn v4(ip4: u32, port: u16) -> Self {
+        Self {
+            addr: [0, 0, V4_MAPPED_WORD, ip4],
+            port,
+            _pad: [0; 2],
+        }
+    }
+
+    #[inline(always)]
+    pub const fn v6(ip6: [u32; 4], port: u16) -> Self {
+        Self {
+            addr: ip6,
+            port,
+            _pad: [0; 2],
+        }
+    }
+
+    #[inline(always)]
+    pub const fn is_v4_mapped(&self) -> bool {
+        self.addr[0] == 0 && self.addr[1] == 0 && self.addr[2] == V4_MAPPED_WORD
+    }
+}
+
+/// What `connect` recorded about a redirected socket.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Redirect {
+    /// Id of the Backend whose address matched (see the agent's `BackendId`).
+    pub backend_id: u64,
+    /// The address and port the application dialed.
+    pub original: Endpoint,
+    pub _pad: [u8; 4],
+}
+
+/// Where redirected connects go. A family whose flag is unset is not redirected.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct ProxyConfig {
+    /// IPv4 proxy address (IPv4-mapped form).
+    pub v4: Endpoint,
+    /// IPv6 proxy address.
+    pub v6: Endpoint,
+    /// [`ProxyConfig::HAS_V4`] | [`ProxyConfig::HAS_V6`].
+    pub flags: u32,
+}
+
+impl ProxyConfig {
+    pub const HAS_V4: u32 = 1;
+    pub const HAS_V6: u32 = 2;
+}
+
+#[cfg(feature = "user")]
+mod user {
+    // SAFETY: all three are #[repr(C)], made only of integers with explicit padding
+    // fields, so every bit pattern is valid and there are no implicit padding bytes.
+    unsafe impl aya::Pod for super::Endpoint {}
+    unsafe impl aya::Pod for super::Redirect {}
+    unsafe impl aya::Pod for super::ProxyConfig {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layouts_have_no_implicit_padding() {
+        assert_eq!(core::mem::size_of::<Endpoint>(), 20);
+        assert_eq!(core::mem::size_of::<Redirect>(), 32);
+        assert_eq!(core::mem::size_of::<ProxyConfig>(), 44);
+    }
+
+    #[test]
+    fn v4_endpoints_are_mapped() {
+        let e = Endpoint::v4(u32::from_ne_bytes([10, 0, 0, 1]), 443);
+        assert!(e.is_v4_mapped());
+        assert!(!Endpoint::v6([0x20010db8u32.to_be(), 0, 0, 1], 443).is_v4_mapped());
+    }
+}

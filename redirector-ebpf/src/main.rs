@@ -1,0 +1,211 @@
+//! The redirector datapath: cgroup hooks that send connects to declared Backends to the
+//! node's proxy, and tell the application the address it dialed.
+//!
+//! Life of a redirected socket:
+//! 1. `connect4`/`connect6`: the destination is a Backend address -> record the original
+//!    destination under the socket cookie (`SOCKETS`) and rewrite it to the proxy.
+//! 2. `sock_ops`, TCP_CONNECT: ask for state callbacks on that socket.
+//!    `sock_ops`, ACTIVE_ESTABLISHED: copy the record to `PENDING` under the client's local
+//!    address, which is the peer address the proxy sees on `accept`; the proxy deletes it.
+//! 3. `getpeername4`/`getpeername6`: answer with the original destination.
+//! 4. `sock_ops`, state -> TCP_CLOSE: delete both records. LRU maps are only a backstop.
+//!
+//! The agent's own upstream sockets are listed in `AGENT_SOCKETS` (by cookie) before they
+//! connect, and are never redirected.
+//!
+//! Helpers are `#[inline(always)]`: with `family` a constant at each call site, every
+//! context access gets a fixed offset, which the verifier requires.
+#![no_std]
+#![no_main]
+
+mod sockaddr;
+
+use core::ptr::{addr_of, read_volatile};
+
+use aya_ebpf::{
+    EbpfContext,
+    bindings::{
+        BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB, BPF_SOCK_OPS_STATE_CB, BPF_SOCK_OPS_STATE_CB_FLAG,
+        BPF_SOCK_OPS_TCP_CONNECT_CB,
+    },
+    helpers::bpf_get_socket_cookie,
+    macros::{cgroup_sock_addr, map, sock_ops},
+    maps::{Array, HashMap, LruHashMap},
+    programs::{SockAddrContext, SockOpsContext},
+};
+use redirector_common::{Endpoint, ProxyConfig, Redirect};
+
+/// Verdict of a cgroup sock_addr program: let the (possibly rewritten) call proceed.
+const ALLOW: i32 = 1;
+/// Verdict of a cgroup sock_addr program: fail the call with EPERM.
+const DENY: i32 = 0;
+const AF_INET: u32 = 2;
+const IPPROTO_TCP: u32 = 6;
+/// `TCP_CLOSE` of the kernel's TCP state enum.
+const TCP_CLOSE: u32 = 7;
+
+// Sizes are placeholders: the agent sets them at load time (`--max-*` flags).
+#[map]
+static BACKENDS: HashMap<Endpoint, u64> = HashMap::with_max_entries(1, 0);
+#[map]
+static SOCKETS: LruHashMap<u64, Redirect> = LruHashMap::with_max_entries(1, 0);
+#[map]
+static PENDING: LruHashMap<Endpoint, Redirect> = LruHashMap::with_max_entries(1, 0);
+#[map]
+static AGENT_SOCKETS: LruHashMap<u64, u32> = LruHashMap::with_max_entries(1, 0);
+#[map]
+static CONFIG: Array<ProxyConfig> = Array::with_max_entries(1, 0);
+
+#[cgroup_sock_addr(connect4)]
+pub fn connect4(ctx: SockAddrContext) -> i32 {
+    redirect_connect(&ctx, sockaddr::Family::V4)
+}
+
+#[cgroup_sock_addr(connect6)]
+pub fn connect6(ctx: SockAddrContext) -> i32 {
+    redirect_connect(&ctx, sockaddr::Family::V6)
+}
+
+#[cgroup_sock_addr(getpeername4)]
+pub fn getpeername4(ctx: SockAddrContext) -> i32 {
+    restore_original(&ctx, sockaddr::Family::V4);
+    ALLOW
+}
+
+#[cgroup_sock_addr(getpeername6)]
+pub fn getpeername6(ctx: SockAddrContext) -> i32 {
+    restore_original(&ctx, sockaddr::Family::V6);
+    ALLOW
+}
+
+#[sock_ops]
+pub fn sock_ops(ctx: SockOpsContext) -> u32 {
+    track_socket(&ctx);
+    1
+}
+
+#[inline(always)]
+fn cookie_of<C: EbpfContext>(ctx: &C) -> u64 {
+    // SAFETY: the helper only reads the context pointer the kernel handed us.
+    unsafe { bpf_get_socket_cookie(ctx.as_ptr()) }
+}
+
+#[inline(always)]
+fn redirect_connect(ctx: &SockAddrContext, family: sockaddr::Family) -> i32 {
+    match try_redirect_connect(ctx, family) {
+        Ok(verdict) => verdict,
+        // The record could not be stored: a redirect the proxy cannot resolve would be
+        // refused there anyway, and going direct could leak plaintext. Fail the connect.
+        Err(()) => DENY,
+    }
+}
+
+#[inline(always)]
+fn try_redirect_connect(ctx: &SockAddrContext, family: sockaddr::Family) -> Result<i32, ()> {
+    if sockaddr::protocol(ctx) != IPPROTO_TCP {
+        return Ok(ALLOW);
+    }
+    let original = sockaddr::destination(ctx, family);
+    // SAFETY: values are plain integers copied out before the map can change.
+    let Some(&backend_id) = (unsafe { BACKENDS.get(&original) }) else {
+        return Ok(ALLOW);
+    };
+    let cookie = cookie_of(ctx);
+    // SAFETY: as above, only tested for presence.
+    if unsafe { AGENT_SOCKETS.get(&cookie) }.is_some() {
+        return Ok(ALLOW);
+    }
+    let Some(config) = CONFIG.get(0).copied() else {
+        return Ok(ALLOW);
+    };
+    let proxy = match family {
+        sockaddr::Family::V6 if !original.is_v4_mapped() => {
+            if config.flags & ProxyConfig::HAS_V6 == 0 {
+                return Ok(ALLOW);
+            }
+            config.v6
+        }
+        // connect4, or an IPv6 socket dialing an IPv4-mapped address: the proxy's IPv4
+        // address, written in the form the socket uses.
+        _ => {
+            if config.flags & ProxyConfig::HAS_V4 == 0 {
+                return Ok(ALLOW);
+            }
+            config.v4
+        }
+    };
+    let record = Redirect {
+        backend_id,
+        original,
+        _pad: [0; 4],
+    };
+    SOCKETS.insert(&cookie, &record, 0).map_err(|_| ())?;
+    sockaddr::set_destination(ctx, family, &proxy);
+    Ok(ALLOW)
+}
+
+#[inline(always)]
+fn restore_original(ctx: &SockAddrContext, family: sockaddr::Family) {
+    let cookie = cookie_of(ctx);
+    // SAFETY: the record is copied out by value.
+    if let Some(record) = unsafe { SOCKETS.get(&cookie) }.copied() {
+        sockaddr::set_destination(ctx, family, &record.original);
+    }
+}
+
+#[inline(always)]
+fn track_socket(ctx: &SockOpsContext) {
+    let cookie = cookie_of(ctx);
+    // SAFETY: the record is copied out by value.
+    let Some(record) = (unsafe { SOCKETS.get(&cookie) }).copied() else {
+        return;
+    };
+    match ctx.op() {
+        BPF_SOCK_OPS_TCP_CONNECT_CB => {
+            // Ask for state callbacks so the records go away when the socket closes,
+            // including connects that never complete.
+            let _ = ctx.set_cb_flags((ctx.cb_flags() | BPF_SOCK_OPS_STATE_CB_FLAG) as i32);
+        }
+        BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB => {
+            // If this fails the proxy finds no record and closes the connection: safe.
+            let _ = PENDING.insert(&local_endpoint(ctx), &record, 0);
+        }
+        BPF_SOCK_OPS_STATE_CB if ctx.arg(1) == TCP_CLOSE => {
+            let _ = PENDING.remove(&local_endpoint(ctx));
+            let _ = SOCKETS.remove(&cookie);
+        }
+        _ => {}
+    }
+}
+
+/// The socket's own address: what the proxy sees as the peer of the accepted connection.
+#[inline(always)]
+fn local_endpoint(ctx: &SockOpsContext) -> Endpoint {
+    // `local_port` is in host byte order, unlike the address fields.
+    let port = ctx.local_port() as u16;
+    if ctx.family() == AF_INET {
+        Endpoint::v4(ctx.local_ip4(), port)
+    } else {
+        let ops = ctx.ops;
+        // SAFETY: context field reads; one 4-byte load per word, as the verifier demands.
+        let words = unsafe {
+            [
+                read_volatile(addr_of!((*ops).local_ip6[0])),
+                read_volatile(addr_of!((*ops).local_ip6[1])),
+                read_volatile(addr_of!((*ops).local_ip6[2])),
+                read_volatile(addr_of!((*ops).local_ip6[3])),
+            ]
+        };
+        Endpoint::v6(words, port)
+    }
+}
+
+#[cfg(not(test))]
+#[panic_handler]
+fn panic(_info: &core::panic::PanicInfo) -> ! {
+    loop {}
+}
+
+#[unsafe(link_section = "license")]
+#[unsafe(no_mangle)]
+static LICENSE: [u8; 4] = *b"GPL\0";

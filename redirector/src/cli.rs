@@ -1,0 +1,155 @@
+//! Command line: the contract in DESIGN.md ("CLI contract"). Flags may be added, never
+//! renamed.
+
+use std::{net::SocketAddr, path::PathBuf, time::Duration};
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// Transparent egress redirector: sends connects to declared external services
+/// (Gateway API XBackend objects) through a local proxy that enforces the Backend's TLS.
+#[derive(Debug, Parser)]
+#[command(version, propagate_version = true)]
+pub struct Cli {
+    /// Log format: human-readable text, or one JSON object per line for collectors.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text, global = true)]
+    pub log_format: LogFormat,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the node agent: load and attach the eBPF programs, load Backends, proxy.
+    ///
+    /// Needs root (CAP_BPF, CAP_NET_ADMIN, CAP_SYS_ADMIN). Programs and maps are pinned
+    /// under --bpffs and stay attached after the agent exits, so connects to Backends
+    /// are never silently sent direct while it restarts; `redirector uninstall` removes
+    /// them.
+    Run(RunArgs),
+    /// Validate Backend YAML offline: one line per problem, exit status 1 if any.
+    Check(CheckArgs),
+    /// Detach the programs and remove every pin under --bpffs.
+    Uninstall(UninstallArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Directory of Kubernetes YAML (XBackend, and the ConfigMaps and Secrets they
+    /// reference); read recursively, may be given several times.
+    #[arg(long = "backends", value_name = "DIR", required = true)]
+    pub backends: Vec<PathBuf>,
+
+    /// cgroup v2 directory whose processes are redirected (default: the cgroup2 root).
+    #[arg(long, value_name = "PATH")]
+    pub cgroup: Option<PathBuf>,
+
+    /// Where redirected connects go: one IPv4 and/or one IPv6 address. Connects of a
+    /// family without a proxy address are not redirected (logged at start-up).
+    #[arg(long = "proxy-addr", value_name = "IP:PORT", required = true)]
+    pub proxy_addrs: Vec<SocketAddr>,
+
+    #[command(flatten)]
+    pub bpffs: BpffsArg,
+
+    #[command(flatten)]
+    pub limits: Limits,
+}
+
+#[derive(Debug, Args)]
+pub struct BpffsArg {
+    /// Directory on a bpf filesystem where programs, links and maps are pinned.
+    #[arg(long, value_name = "DIR", default_value = "/sys/fs/bpf/redirector")]
+    pub bpffs: PathBuf,
+}
+
+/// Sizes and timeouts; the defaults suit a node with a few thousand connections.
+#[derive(Debug, Clone, Args)]
+pub struct Limits {
+    /// Capacity of the Backend address map ((address, port) entries).
+    #[arg(long, default_value_t = 65_536)]
+    pub max_backend_addresses: u32,
+
+    /// Capacity of the per-connection record maps (redirected sockets alive at once,
+    /// and accepted-but-not-yet-consumed records). LRU eviction is only a backstop.
+    #[arg(long, default_value_t = 65_536)]
+    pub max_connections: u32,
+
+    /// Time allowed to connect to the original destination.
+    #[arg(long, value_parser = parse_duration, default_value = "10s")]
+    pub connect_timeout: Duration,
+
+    /// A proxied connection with no bytes in either direction for this long is closed.
+    #[arg(long, value_parser = parse_duration, default_value = "1h")]
+    pub idle_timeout: Duration,
+
+    /// On SIGTERM/SIGINT, how long open connections may take to finish.
+    #[arg(long, value_parser = parse_duration, default_value = "25s")]
+    pub drain_timeout: Duration,
+
+    /// Per-direction copy buffer of a proxied connection, in bytes.
+    #[arg(long, default_value_t = 64 * 1024)]
+    pub buffer_size: usize,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// Directories of Backend YAML to validate.
+    #[arg(value_name = "DIR", required = true)]
+    pub dirs: Vec<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct UninstallArgs {
+    #[command(flatten)]
+    pub bpffs: BpffsArg,
+}
+
+/// Parses `500ms`, `10s`, `5m`, `1h`.
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .ok_or_else(|| format!("`{text}` has no unit (use ms, s, m or h)"))?;
+    let (number, unit) = text.split_at(split);
+    let number: u64 = number
+        .parse()
+        .map_err(|_| format!("`{text}` does not start with a number"))?;
+    let millis_per_unit: u64 = match unit {
+        "ms" => 1,
+        "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        _ => return Err(format!("unknown unit `{unit}` in `{text}` (use ms, s, m or h)")),
+    };
+    let millis = number
+        .checked_mul(millis_per_unit)
+        .ok_or_else(|| format!("`{text}` is too long"))?;
+    Ok(Duration::from_millis(millis))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
+        assert!(parse_duration("10").is_err());
+        assert!(parse_duration("s").is_err());
+        assert!(parse_duration("3d").is_err());
+    }
+
+    #[test]
+    fn cli_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+}

@@ -1,0 +1,271 @@
+//! The eBPF datapath as the agent sees it: load the embedded object, attach its programs
+//! to the cgroup, pin everything, and adopt what a previous agent pinned.
+//!
+//! Restarts never open a gap: links stay pinned (so the programs stay attached and keep
+//! redirecting to the proxy address) while no agent runs, and a new agent reuses the
+//! pinned maps and links as they are and then brings the Backend map up to date by diff.
+
+pub mod endpoint;
+mod maps;
+mod pins;
+
+use std::{fs, io, path::PathBuf};
+
+use aya::{
+    Ebpf, EbpfLoader,
+    maps::{Array, MapData},
+    programs::{
+        CgroupAttachMode, CgroupSockAddr, SockOps,
+        links::{FdLink, PinnedLink},
+    },
+};
+pub use maps::{AgentSockets, BackendMap, PendingRecords};
+pub use pins::PinLayout;
+use redirector_common::{ProxyConfig, map_names, program_names};
+
+/// The eBPF object built by `cargo xtask build-ebpf`, embedded at build time.
+static OBJECT: &[u8] = aya::include_bytes_aligned!(env!("REDIRECTOR_BPF_OBJECT"));
+
+/// The programs, in the order they are attached: the trackers before the connect hooks,
+/// so no socket is redirected before its record can be followed and cleaned up.
+const PROGRAMS: [&str; 5] = [
+    program_names::SOCK_OPS,
+    program_names::GETPEERNAME4,
+    program_names::GETPEERNAME6,
+    program_names::CONNECT4,
+    program_names::CONNECT6,
+];
+
+const MAPS: [&str; 5] = [
+    map_names::BACKENDS,
+    map_names::SOCKETS,
+    map_names::PENDING,
+    map_names::AGENT_SOCKETS,
+    map_names::CONFIG,
+];
+
+#[derive(Debug, thiserror::Error)]
+pub enum DatapathError {
+    #[error(
+        "{path} is not on a bpf filesystem ({found}); mount one with \
+         `mount -t bpf bpf /sys/fs/bpf` or pass --bpffs DIR on a bpffs"
+    )]
+    NotBpffs { path: PathBuf, found: String },
+    #[error("cannot {what}")]
+    Io {
+        what: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error("cannot load the eBPF object")]
+    Load(#[from] aya::EbpfError),
+    #[error("eBPF program {name}")]
+    Program {
+        name: &'static str,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    #[error("eBPF map {name}")]
+    Map {
+        name: &'static str,
+        #[source]
+        source: aya::maps::MapError,
+    },
+    #[error("pinned link {path}")]
+    Link {
+        path: PathBuf,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    #[error("the eBPF object has no {0} (built from another version?)")]
+    Missing(&'static str),
+}
+
+/// Sizes of the maps (see `--max-*` in `redirector run --help`).
+#[derive(Debug, Clone, Copy)]
+pub struct MapSizes {
+    pub backend_addresses: u32,
+    pub connections: u32,
+}
+
+/// How a program came to be attached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Attachment {
+    /// A pinned link from an earlier run was found and kept.
+    Adopted,
+    /// Attached now and pinned.
+    Attached,
+}
+
+/// The maps of an installed datapath.
+pub struct Datapath {
+    pub backends: BackendMap,
+    pub pending: PendingRecords,
+    pub agent_sockets: AgentSockets,
+    pub attachments: Vec<(&'static str, Attachment)>,
+}
+
+impl Datapath {
+    /// Loads, attaches (or adopts) and pins, and writes the proxy addresses.
+    pub fn install(
+        layout: &PinLayout,
+        cgroup: &std::path::Path,
+        sizes: MapSizes,
+        proxy: &ProxyConfig,
+    ) -> Result<Datapath, DatapathError> {
+        layout.prepare()?;
+        let mut loader = EbpfLoader::new();
+        let pin_paths: Vec<(&str, PathBuf)> = MAPS.iter().map(|n| (*n, layout.map(n))).collect();
+        for (name, path) in &pin_paths {
+            loader.map_pin_path(name, path.as_path());
+        }
+        loader
+            .map_max_entries(map_names::BACKENDS, sizes.backend_addresses)
+            .map_max_entries(map_names::SOCKETS, sizes.connections)
+            .map_max_entries(map_names::PENDING, sizes.connections)
+            .map_max_entries(map_names::AGENT_SOCKETS, sizes.connections);
+        let mut ebpf = loader.load(OBJECT)?;
+        warn_on_resized_pins(&ebpf, sizes);
+
+        let mut config: Array<MapData, ProxyConfig> = take_map(&mut ebpf, map_names::CONFIG)?;
+        maps::write_config(&mut config, proxy).map_err(|source| DatapathError::Map {
+            name: map_names::CONFIG,
+            source,
+        })?;
+
+        let cgroup_dir = fs::File::open(cgroup).map_err(|source| DatapathError::Io {
+            what: format!("open cgroup {}", cgroup.display()),
+            source,
+        })?;
+        let mut attachments = Vec::with_capacity(PROGRAMS.len());
+        for name in PROGRAMS {
+            let link_path = layout.link(name);
+            let attachment = if link_path.exists() {
+                // Opening it proves it is a live link; keeping the pin keeps it attached.
+                PinnedLink::from_pin(&link_path).map_err(|source| DatapathError::Link {
+                    path: link_path.clone(),
+                    source: source.into(),
+                })?;
+                Attachment::Adopted
+            } else {
+                let link = attach(&mut ebpf, name, &cgroup_dir)?;
+                link.pin(&link_path).map_err(|source| DatapathError::Link {
+                    path: link_path.clone(),
+                    source: source.into(),
+                })?;
+                Attachment::Attached
+            };
+            attachments.push((name, attachment));
+        }
+
+        Ok(Datapath {
+            backends: BackendMap::new(take_map(&mut ebpf, map_names::BACKENDS)?),
+            pending: PendingRecords::new(take_map(&mut ebpf, map_names::PENDING)?),
+            agent_sockets: AgentSockets::new(take_map(&mut ebpf, map_names::AGENT_SOCKETS)?),
+            attachments,
+        })
+    }
+}
+
+fn attach(ebpf: &mut Ebpf, name: &'static str, cgroup: &fs::File) -> Result<FdLink, DatapathError> {
+    let program = ebpf.program_mut(name).ok_or(DatapathError::Missing(name))?;
+    let mut attached = || -> Result<FdLink, Box<dyn std::error::Error + Send + Sync>> {
+        // bpf_link attachments take no flags (`Single` is "none") and always let other
+        // programs, a CNI's say, run beside ours.
+        let mode = CgroupAttachMode::Single;
+        if name == program_names::SOCK_OPS {
+            let program: &mut SockOps = program.try_into()?;
+            program.load()?;
+            let id = program.attach(cgroup, mode)?;
+            Ok(FdLink::try_from(program.take_link(id)?)?)
+        } else {
+            let program: &mut CgroupSockAddr = program.try_into()?;
+            program.load()?;
+            let id = program.attach(cgroup, mode)?;
+            Ok(FdLink::try_from(program.take_link(id)?)?)
+        }
+    };
+    attached().map_err(|source| DatapathError::Program { name, source })
+}
+
+fn take_map<M>(ebpf: &mut Ebpf, name: &'static str) -> Result<M, DatapathError>
+where
+    M: TryFrom<aya::maps::Map, Error = aya::maps::MapError>,
+{
+    let map = ebpf.take_map(name).ok_or(DatapathError::Missing(name))?;
+    M::try_from(map).map_err(|source| DatapathError::Map { name, source })
+}
+
+/// A pinned map keeps the size it was created with; say so when the flags ask for
+/// another size, since the only way to resize is `redirector uninstall`.
+fn warn_on_resized_pins(ebpf: &Ebpf, sizes: MapSizes) {
+    let wanted = [
+        (map_names::BACKENDS, sizes.backend_addresses),
+        (map_names::SOCKETS, sizes.connections),
+        (map_names::PENDING, sizes.connections),
+    ];
+    for (name, want) in wanted {
+        let actual = ebpf.map(name).and_then(|map| match map {
+            aya::maps::Map::HashMap(data) | aya::maps::Map::LruHashMap(data) => {
+                data.info().ok().map(|info| info.max_entries())
+            }
+            _ => None,
+        });
+        if let Some(actual) = actual.filter(|actual| *actual != want) {
+            tracing::warn!(
+                map = name,
+                pinned = actual,
+                requested = want,
+                "pinned map keeps its size; run `redirector uninstall` to resize"
+            );
+        }
+    }
+}
+
+/// Detaches every program and removes every pin under `layout`. Returns what it removed.
+pub fn uninstall(layout: &PinLayout) -> Result<Vec<PathBuf>, DatapathError> {
+    let mut removed = Vec::new();
+    for name in PROGRAMS {
+        let path = layout.link(name);
+        if !path.exists() {
+            continue;
+        }
+        let link = PinnedLink::from_pin(&path).map_err(|source| DatapathError::Link {
+            path: path.clone(),
+            source: source.into(),
+        })?;
+        // Unpinning hands back the last reference; dropping it detaches the program.
+        let fd_link = link.unpin().map_err(|source| DatapathError::Io {
+            what: format!("unpin {}", path.display()),
+            source,
+        })?;
+        drop(fd_link);
+        removed.push(path);
+    }
+    for name in MAPS {
+        let path = layout.map(name);
+        match fs::remove_file(&path) {
+            Ok(()) => removed.push(path),
+            Err(error) if error.kind() == io::ErrorKind::NotFound => {}
+            Err(source) => {
+                return Err(DatapathError::Io {
+                    what: format!("remove {}", path.display()),
+                    source,
+                });
+            }
+        }
+    }
+    for dir in [layout.links_dir(), layout.maps_dir(), layout.root().to_path_buf()] {
+        match fs::remove_dir(&dir) {
+            Ok(()) => {}
+            Err(error) if error.kind() == io::ErrorKind::NotFound => {}
+            Err(source) => {
+                return Err(DatapathError::Io {
+                    what: format!("remove {} (it holds pins not made by redirector?)", dir.display()),
+                    source,
+                });
+            }
+        }
+    }
+    Ok(removed)
+}

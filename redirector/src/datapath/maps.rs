@@ -1,0 +1,163 @@
+//! Typed handles on the pinned maps, one per job.
+
+use std::{
+    collections::BTreeMap,
+    net::SocketAddr,
+    os::fd::{AsRawFd, BorrowedFd},
+    sync::Mutex,
+};
+
+use aya::maps::{Array, HashMap, MapData, MapError};
+use redirector_common::{Endpoint, ProxyConfig, Redirect};
+
+use super::endpoint;
+use crate::table::BackendId;
+
+/// `BACKENDS`: (address, port) -> Backend id. Written only by the agent, by diff.
+pub struct BackendMap {
+    map: HashMap<MapData, Endpoint, u64>,
+}
+
+/// What one [`BackendMap::sync`] changed.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct SyncStats {
+    pub added: usize,
+    pub changed: usize,
+    pub removed: usize,
+    pub total: usize,
+}
+
+impl BackendMap {
+    pub fn new(map: HashMap<MapData, Endpoint, u64>) -> Self {
+        Self { map }
+    }
+
+    /// Makes the map equal to `desired`. New and changed entries are written before
+    /// stale ones are deleted, and nothing is ever cleared wholesale, so an address
+    /// present before and after is matched throughout.
+    pub fn sync(&mut self, desired: &BTreeMap<Endpoint, BackendId>) -> Result<SyncStats, MapError> {
+        let current: BTreeMap<Endpoint, u64> = self.map.iter().collect::<Result<_, _>>()?;
+        let mut stats = SyncStats {
+            total: desired.len(),
+            ..SyncStats::default()
+        };
+        for (at, id) in desired {
+            match current.get(at) {
+                Some(existing) if *existing == id.0 => {}
+                found => {
+                    self.map.insert(at, id.0, 0)?;
+                    match found {
+                        Some(_) => stats.changed += 1,
+                        None => stats.added += 1,
+                    }
+                }
+            }
+        }
+        for at in current.keys().filter(|at| !desired.contains_key(at)) {
+            self.map.remove(at)?;
+            stats.removed += 1;
+        }
+        Ok(stats)
+    }
+}
+
+/// `PENDING`: records of accepted-to-be connections, keyed by the client's address.
+pub struct PendingRecords {
+    map: Mutex<HashMap<MapData, Endpoint, Redirect>>,
+}
+
+impl PendingRecords {
+    pub fn new(map: HashMap<MapData, Endpoint, Redirect>) -> Self {
+        Self {
+            map: Mutex::new(map),
+        }
+    }
+
+    /// Looks up and deletes the record of the connection whose client is `peer`.
+    pub fn take(&self, peer: SocketAddr) -> Result<Option<Redirect>, MapError> {
+        let key = endpoint::from_socket_addr(peer);
+        let mut map = self.map.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        match map.get(&key, 0) {
+            Ok(record) => {
+                // Deleted at once: a later connection from the same client port must
+                // never find this record.
+                map.remove(&key)?;
+                Ok(Some(record))
+            }
+            Err(MapError::KeyNotFound) => Ok(None),
+            Err(error) => Err(error),
+        }
+    }
+}
+
+/// `AGENT_SOCKETS`: cookies of the agent's own upstream sockets. `connect4/6` never
+/// redirect a socket listed here, so the agent can sit inside the cgroup it redirects.
+pub struct AgentSockets {
+    map: Mutex<HashMap<MapData, u64, u32>>,
+}
+
+impl AgentSockets {
+    pub fn new(map: HashMap<MapData, u64, u32>) -> Self {
+        Self {
+            map: Mutex::new(map),
+        }
+    }
+
+    /// Lists `socket` until the returned guard is dropped (after `connect` returned).
+    pub fn exempt(&self, socket: BorrowedFd<'_>) -> std::io::Result<Exemption<'_>> {
+        let cookie = socket_cookie(socket)?;
+        self.lock()
+            .insert(cookie, 1, 0)
+            .map_err(std::io::Error::other)?;
+        Ok(Exemption { owner: self, cookie })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<MapData, u64, u32>> {
+        self.map.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// Removes the socket from `AGENT_SOCKETS` when dropped.
+pub struct Exemption<'a> {
+    owner: &'a AgentSockets,
+    cookie: u64,
+}
+
+impl Drop for Exemption<'_> {
+    fn drop(&mut self) {
+        if let Err(error) = self.owner.lock().remove(&self.cookie) {
+            // The LRU evicts it eventually; cookies are never reused, so a stale entry
+            // cannot exempt another socket.
+            tracing::debug!(%error, cookie = self.cookie, "could not remove agent socket cookie");
+        }
+    }
+}
+
+/// The kernel's socket cookie (`SO_COOKIE`), the key the eBPF programs see.
+fn socket_cookie(socket: BorrowedFd<'_>) -> std::io::Result<u64> {
+    let mut cookie: u64 = 0;
+    let mut len = std::mem::size_of::<u64>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into `cookie`, which is a valid,
+    // exclusively borrowed u64; the fd is borrowed for the duration of the call.
+    let rc = unsafe {
+        libc::getsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_COOKIE,
+            (&raw mut cookie).cast(),
+            &raw mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(cookie)
+}
+
+/// Writes the proxy addresses to `CONFIG`.
+pub fn write_config(
+    map: &mut Array<MapData, ProxyConfig>,
+    config: &ProxyConfig,
+) -> Result<(), MapError> {
+    map.set(0, config, 0)
+}

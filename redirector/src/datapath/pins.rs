@@ -1,0 +1,120 @@
+//! Where the datapath lives on the bpf filesystem.
+//!
+//! ```text
+//! <bpffs>/maps/<MAP NAME>      the maps, shared by every program generation
+//! <bpffs>/links/<program>      the cgroup links; while they are pinned the programs
+//!                              stay attached, also when no agent runs
+//! ```
+
+use std::{
+    fs,
+    path::{Path, PathBuf},
+};
+
+use super::DatapathError;
+
+#[derive(Debug, Clone)]
+pub struct PinLayout {
+    root: PathBuf,
+}
+
+impl PinLayout {
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        Self { root: root.into() }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    pub fn maps_dir(&self) -> PathBuf {
+        self.root.join("maps")
+    }
+
+    pub fn links_dir(&self) -> PathBuf {
+        self.root.join("links")
+    }
+
+    pub fn map(&self, name: &str) -> PathBuf {
+        self.maps_dir().join(name)
+    }
+
+    pub fn link(&self, program: &str) -> PathBuf {
+        self.links_dir().join(program)
+    }
+
+    /// Fails unless `root` is (or would be created) on a bpf filesystem, then creates the
+    /// directories.
+    pub fn prepare(&self) -> Result<(), DatapathError> {
+        ensure_on_bpffs(&self.root)?;
+        for dir in [self.maps_dir(), self.links_dir()] {
+            fs::create_dir_all(&dir).map_err(|source| DatapathError::Io {
+                what: format!("create {}", dir.display()),
+                source,
+            })?;
+        }
+        Ok(())
+    }
+}
+
+/// Pins only work on a bpf filesystem; say how to mount one instead of failing later
+/// with EPERM from the kernel.
+fn ensure_on_bpffs(path: &Path) -> Result<(), DatapathError> {
+    let mountinfo = fs::read_to_string("/proc/self/mountinfo").map_err(|source| {
+        DatapathError::Io {
+            what: "read /proc/self/mountinfo".into(),
+            source,
+        }
+    })?;
+    let path = absolute(path);
+    match mount_of(&mountinfo, &path) {
+        Some((mount_point, fstype)) if fstype == "bpf" => {
+            tracing::debug!(mount_point, "pin directory is on a bpf filesystem");
+            Ok(())
+        }
+        found => Err(DatapathError::NotBpffs {
+            path,
+            found: found.map(|(m, t)| format!("{t} mounted at {m}")).unwrap_or_default(),
+        }),
+    }
+}
+
+fn absolute(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+/// The mount point that contains `path` (the longest matching prefix) and its fstype.
+fn mount_of<'a>(mountinfo: &'a str, path: &Path) -> Option<(&'a str, &'a str)> {
+    mountinfo
+        .lines()
+        .filter_map(|line| {
+            // "id parent maj:min root mount-point options ... - fstype source super-options"
+            let mut fields = line.split(' ');
+            let mount_point = fields.nth(4)?;
+            let fstype = line.split(" - ").nth(1)?.split(' ').next()?;
+            Some((mount_point, fstype))
+        })
+        .filter(|(mount_point, _)| path.starts_with(mount_point))
+        .max_by_key(|(mount_point, _)| mount_point.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MOUNTINFO: &str = "\
+22 1 0:21 / / rw - ext4 /dev/vda rw
+30 22 0:26 / /sys rw,nosuid - sysfs sysfs rw
+41 30 0:35 / /sys/fs/bpf rw,nosuid - bpf bpf rw
+52 22 0:45 / /tmp/x rw - bpf bpf rw
+";
+
+    #[test]
+    fn finds_the_innermost_mount() {
+        let found = mount_of(MOUNTINFO, Path::new("/sys/fs/bpf/redirector"));
+        assert_eq!(found, Some(("/sys/fs/bpf", "bpf")));
+        assert_eq!(mount_of(MOUNTINFO, Path::new("/sys/kernel")), Some(("/sys", "sysfs")));
+        assert_eq!(mount_of(MOUNTINFO, Path::new("/tmp/x/r")), Some(("/tmp/x", "bpf")));
+        assert_eq!(mount_of(MOUNTINFO, Path::new("/tmp/xy")), Some(("/", "ext4")));
+    }
+}

@@ -1,0 +1,57 @@
+//! redirector: transparent egress to declared external services.
+//!
+//! Where things happen:
+//! - `run.rs`            the agent wired together (load, resolve, listen, attach, serve)
+//! - `backend/`          XBackend YAML -> validated `Backend`s
+//! - `resolver.rs`       hostnames -> addresses
+//! - `table.rs`          which Backend owns which (address, port)
+//! - `datapath/`         the eBPF side: load, attach, pin, adopt, sync maps
+//! - `proxy/`            accept (`proxy.rs`), match + forward (`proxy/connection.rs`)
+
+mod backend;
+mod check;
+mod cli;
+mod datapath;
+mod proxy;
+mod resolver;
+mod run;
+mod table;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use cli::{Cli, Command, LogFormat};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.log_format);
+    let result = match cli.command {
+        Command::Run(args) => tokio_main(run::run(args)),
+        Command::Check(args) => return check::check(&args.dirs),
+        Command::Uninstall(args) => run::uninstall(&args.bpffs.bpffs),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            tracing::error!("{error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn tokio_main(future: impl Future<Output = anyhow::Result<()>>) -> anyhow::Result<()> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?
+        .block_on(future)
+}
+
+fn init_logging(format: LogFormat) {
+    use tracing_subscriber::{EnvFilter, fmt};
+    let filter = EnvFilter::try_from_env("REDIRECTOR_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}

@@ -1,0 +1,116 @@
+//! The node proxy: where redirected connects arrive.
+//!
+//! `serve` accepts; [`connection::handle`] matches the connection to its Backend through
+//! the datapath's record and forwards it. A connection without a record was not
+//! redirected by the datapath and is closed at once: the proxy is never an open relay.
+
+mod connection;
+mod splice;
+mod stats;
+
+use std::{
+    io,
+    net::SocketAddr,
+    sync::{Arc, RwLock},
+    time::Duration,
+};
+
+use tokio::net::{TcpListener, TcpSocket};
+use tokio_util::{sync::CancellationToken, task::TaskTracker};
+
+pub use stats::{Refusal, Stats};
+
+use crate::{
+    datapath::{AgentSockets, PendingRecords},
+    table::BackendTable,
+};
+
+/// Per-connection limits.
+#[derive(Debug, Clone, Copy)]
+pub struct ConnectionLimits {
+    pub connect_timeout: Duration,
+    pub idle_timeout: Duration,
+    pub buffer_size: usize,
+}
+
+/// What every connection task needs.
+pub struct Shared {
+    pub pending: PendingRecords,
+    pub agent_sockets: AgentSockets,
+    pub table: RwLock<Arc<BackendTable>>,
+    pub limits: ConnectionLimits,
+    pub stats: Stats,
+}
+
+impl Shared {
+    fn table(&self) -> Arc<BackendTable> {
+        self.table.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+/// Binds one listener per proxy address. Done before the datapath is attached, so a
+/// redirected connect always finds a listener.
+pub fn bind(addrs: &[SocketAddr]) -> io::Result<Vec<TcpListener>> {
+    addrs
+        .iter()
+        .map(|addr| {
+            let socket = if addr.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
+            // A restarted agent must be able to bind while old connections linger.
+            socket.set_reuseaddr(true)?;
+            socket.bind(*addr).map_err(|e| {
+                io::Error::new(e.kind(), format!("cannot listen on --proxy-addr {addr}: {e}"))
+            })?;
+            socket.listen(4096)
+        })
+        .collect()
+}
+
+/// Accepts until `shutdown` fires, then waits up to `drain` for open connections.
+/// Returns the number of connections cut off by the drain timeout.
+pub async fn serve(
+    listeners: Vec<TcpListener>,
+    shared: Arc<Shared>,
+    shutdown: CancellationToken,
+    drain: Duration,
+) -> usize {
+    let connections = TaskTracker::new();
+    let acceptors = TaskTracker::new();
+    for listener in listeners {
+        acceptors.spawn(accept_loop(listener, shared.clone(), connections.clone(), shutdown.clone()));
+    }
+    acceptors.close();
+    acceptors.wait().await;
+    connections.close();
+    let open = connections.len();
+    if open > 0 {
+        tracing::info!(open, ?drain, "draining open connections");
+    }
+    match tokio::time::timeout(drain, connections.wait()).await {
+        Ok(()) => 0,
+        Err(_) => connections.len(),
+    }
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    connections: TaskTracker,
+    shutdown: CancellationToken,
+) {
+    loop {
+        let accepted = tokio::select! {
+            () = shutdown.cancelled() => return,
+            accepted = listener.accept() => accepted,
+        };
+        match accepted {
+            Ok((client, peer)) => {
+                connections.spawn(connection::handle(shared.clone(), client, peer));
+            }
+            Err(error) => {
+                // EMFILE and friends: back off a little instead of spinning.
+                tracing::warn!(%error, "accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}

@@ -1,0 +1,142 @@
+//! Turns Backend hostnames into the addresses the datapath matches.
+//!
+//! Uses the system configuration (`/etc/resolv.conf`) and honours `/etc/hosts` first,
+//! like the system resolver the workloads use, so both sides agree on the addresses.
+//! Addresses that point into the node itself (loopback, link-local, unspecified) are
+//! dropped: a Backend must never become a way to reach the node's own services.
+
+use std::{net::IpAddr, time::Duration};
+
+use hickory_resolver::{
+    Hosts, Name, TokioResolver,
+    config::{LookupIpStrategy, ResolveHosts},
+    proto::{op::Query, rr::RecordType},
+};
+
+// Messages carry their cause inline: these errors are logged one by one, not chained.
+#[derive(Debug, thiserror::Error)]
+pub enum ResolverError {
+    #[error("cannot read the system resolver configuration (/etc/resolv.conf): {0}")]
+    SystemConfig(hickory_resolver::ResolveError),
+    #[error("{hostname} is not a valid DNS name: {reason}")]
+    BadName { hostname: String, reason: String },
+    #[error("cannot resolve {hostname}: {source}")]
+    Lookup {
+        hostname: String,
+        source: hickory_resolver::ResolveError,
+    },
+    #[error("{hostname} resolved only to refused addresses ({refused}): loopback, link-local and unspecified addresses are never used for a Backend")]
+    OnlyRefused { hostname: String, refused: String },
+}
+
+pub struct Resolver {
+    /// `/etc/hosts` as read when the resolver was made.
+    hosts: Hosts,
+    /// DNS only; the hosts file is consulted first, by us.
+    dns: TokioResolver,
+}
+
+impl Resolver {
+    pub fn from_system() -> Result<Self, ResolverError> {
+        let mut builder = TokioResolver::builder_tokio().map_err(ResolverError::SystemConfig)?;
+        let options = builder.options_mut();
+        options.ip_strategy = LookupIpStrategy::Ipv4AndIpv6;
+        options.use_hosts_file = ResolveHosts::Never;
+        options.timeout = Duration::from_secs(2);
+        options.attempts = 2;
+        let hosts = Hosts::from_system().unwrap_or_else(|error| {
+            tracing::warn!(%error, "cannot read /etc/hosts; using DNS only");
+            Hosts::default()
+        });
+        Ok(Self {
+            hosts,
+            dns: builder.build(),
+        })
+    }
+
+    /// Like glibc's `files` source: when the hosts file knows the name, its entries (of
+    /// either family) are the whole answer and DNS is not asked.
+    fn from_hosts_file(&self, name: &Name) -> Vec<IpAddr> {
+        [RecordType::A, RecordType::AAAA]
+            .into_iter()
+            .filter_map(|rtype| self.hosts.lookup_static_host(&Query::query(name.clone(), rtype)))
+            .flat_map(|lookup| lookup.iter().filter_map(|rdata| rdata.ip_addr()).collect::<Vec<_>>())
+            .collect()
+    }
+
+    /// The usable addresses of `hostname`, sorted; an error if there are none.
+    pub async fn resolve(&self, hostname: &str) -> Result<Vec<IpAddr>, ResolverError> {
+        // A trailing dot makes the name absolute so search domains are not tried: a
+        // Backend names one exact host.
+        let name = Name::from_ascii(format!("{}.", hostname.trim_end_matches('.'))).map_err(
+            |error| ResolverError::BadName {
+                hostname: hostname.to_owned(),
+                reason: error.to_string(),
+            },
+        )?;
+        let mut found = self.from_hosts_file(&name);
+        if found.is_empty() {
+            let lookup = self.dns.lookup_ip(name).await.map_err(|source| ResolverError::Lookup {
+                hostname: hostname.to_owned(),
+                source,
+            })?;
+            found = lookup.iter().collect();
+        }
+        let (mut usable, refused): (Vec<IpAddr>, Vec<IpAddr>) =
+            found.into_iter().partition(|ip| is_allowed(*ip));
+        usable.sort();
+        usable.dedup();
+        if usable.is_empty() {
+            let refused: Vec<String> = refused.iter().map(ToString::to_string).collect();
+            return Err(ResolverError::OnlyRefused {
+                hostname: hostname.to_owned(),
+                refused: refused.join(", "),
+            });
+        }
+        if !refused.is_empty() {
+            tracing::warn!(hostname, ?refused, "ignoring loopback/link-local/unspecified addresses");
+        }
+        Ok(usable)
+    }
+}
+
+/// Whether `ip` may be a Backend address.
+pub fn is_allowed(ip: IpAddr) -> bool {
+    let ip = ip.to_canonical();
+    if ip.is_loopback() || ip.is_unspecified() || ip.is_multicast() {
+        return false;
+    }
+    match ip {
+        IpAddr::V4(v4) => !v4.is_link_local() && !v4.is_broadcast(),
+        IpAddr::V6(v6) => !v6.is_unicast_link_local(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_local_addresses_are_refused() {
+        for refused in [
+            "127.0.0.1",
+            "127.8.9.1",
+            "0.0.0.0",
+            "169.254.169.254",
+            "::1",
+            "::",
+            "fe80::1",
+            "::ffff:127.0.0.1",
+            "::ffff:169.254.169.254",
+            "224.0.0.1",
+            "255.255.255.255",
+        ] {
+            let ip: IpAddr = refused.parse().unwrap();
+            assert!(!is_allowed(ip), "{refused} must be refused");
+        }
+        for allowed in ["10.200.2.2", "93.184.216.34", "fd00:200:2::2", "2001:db8::1"] {
+            let ip: IpAddr = allowed.parse().unwrap();
+            assert!(is_allowed(ip), "{allowed} must be allowed");
+        }
+    }
+}

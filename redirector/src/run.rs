@@ -1,0 +1,198 @@
+//! `redirector run`: the node agent, wired together.
+//!
+//! Order matters: Backends are loaded and resolved, the proxy listens, and only then is
+//! the datapath attached (or adopted) and its Backend map synced, so no connect is ever
+//! redirected to an address where nobody listens. The "ready" line comes last.
+
+use std::{
+    net::SocketAddr,
+    path::{Path, PathBuf},
+    sync::{Arc, RwLock},
+};
+
+use anyhow::{Context, bail};
+use redirector_common::ProxyConfig;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    backend::{self, Backend},
+    cli::RunArgs,
+    datapath::{self, Attachment, Datapath, MapSizes, PinLayout, endpoint},
+    proxy::{self, ConnectionLimits, Shared, Stats},
+    resolver::Resolver,
+    table::{BackendTable, Entry},
+};
+
+/// At most this many hostnames are resolved at once.
+const RESOLVE_CONCURRENCY: usize = 32;
+
+pub async fn run(args: RunArgs) -> anyhow::Result<()> {
+    let proxy_config = proxy_config(&args.proxy_addrs)?;
+    let cgroup = match &args.cgroup {
+        Some(path) => path.clone(),
+        None => cgroup2_root().context("finding the cgroup2 mount (pass --cgroup)")?,
+    };
+
+    let catalog = backend::load(&args.backends)?;
+    for problem in &catalog.problems {
+        tracing::warn!("skipped: {problem}");
+    }
+    let entries = resolve_all(catalog.backends).await?;
+    let table = BackendTable::new(entries);
+
+    let listeners = proxy::bind(&args.proxy_addrs)?;
+    let layout = PinLayout::new(&args.bpffs.bpffs);
+    let sizes = MapSizes {
+        backend_addresses: args.limits.max_backend_addresses,
+        connections: args.limits.max_connections,
+    };
+    let Datapath { mut backends, pending, agent_sockets, attachments } =
+        Datapath::install(&layout, &cgroup, sizes, &proxy_config)
+            .with_context(|| format!("installing the datapath on cgroup {}", cgroup.display()))?;
+    let adopted = attachments.iter().filter(|(_, a)| *a == Attachment::Adopted).count();
+    let synced = backends
+        .sync(table.endpoints())
+        .context("writing Backend addresses to the datapath")?;
+    tracing::info!(
+        added = synced.added,
+        changed = synced.changed,
+        removed = synced.removed,
+        "Backend address map synced"
+    );
+
+    let backend_count = table.entries().count();
+    let shared = Arc::new(Shared {
+        pending,
+        agent_sockets,
+        table: RwLock::new(Arc::new(table)),
+        limits: ConnectionLimits {
+            connect_timeout: args.limits.connect_timeout,
+            idle_timeout: args.limits.idle_timeout,
+            buffer_size: args.limits.buffer_size,
+        },
+        stats: Stats::default(),
+    });
+    let shutdown = CancellationToken::new();
+    let server = tokio::spawn(proxy::serve(
+        listeners,
+        shared.clone(),
+        shutdown.clone(),
+        args.limits.drain_timeout,
+    ));
+    tracing::info!(
+        backends = backend_count,
+        addresses = synced.total,
+        cgroup = %cgroup.display(),
+        proxy = ?args.proxy_addrs,
+        bpffs = %layout.root().display(),
+        programs_adopted = adopted,
+        "ready"
+    );
+
+    wait_for_signal().await?;
+    tracing::info!("shutting down: no new connections; programs stay attached and pinned");
+    shutdown.cancel();
+    let cut = server.await.context("proxy task")?;
+    tracing::info!(
+        forwarded = shared.stats.forwarded_total(),
+        refused = %shared.stats.refusals_summary(),
+        cut_by_drain_timeout = cut,
+        "stopped"
+    );
+    Ok(())
+}
+
+fn proxy_config(addrs: &[SocketAddr]) -> anyhow::Result<ProxyConfig> {
+    let mut config = ProxyConfig::default();
+    for addr in addrs {
+        let (flag, slot) = if addr.is_ipv4() {
+            (ProxyConfig::HAS_V4, &mut config.v4)
+        } else {
+            (ProxyConfig::HAS_V6, &mut config.v6)
+        };
+        if config.flags & flag != 0 {
+            bail!("--proxy-addr given twice for the same address family ({addr})");
+        }
+        if addr.ip().is_unspecified() || addr.port() == 0 {
+            bail!("--proxy-addr {addr}: needs a concrete address and port that redirected connects can reach");
+        }
+        config.flags |= flag;
+        *slot = endpoint::from_socket_addr(*addr);
+    }
+    for (flag, family) in [(ProxyConfig::HAS_V4, "IPv4"), (ProxyConfig::HAS_V6, "IPv6")] {
+        if config.flags & flag == 0 {
+            tracing::warn!("no {family} --proxy-addr: {family} connects to Backends are not redirected");
+        }
+    }
+    Ok(config)
+}
+
+/// Resolves every Backend, a bounded number at a time. A Backend whose name does not
+/// resolve is kept without addresses (nothing to redirect) and logged.
+async fn resolve_all(backends: Vec<Backend>) -> anyhow::Result<Vec<Entry>> {
+    let resolver = Arc::new(Resolver::from_system()?);
+    let semaphore = Arc::new(tokio::sync::Semaphore::new(RESOLVE_CONCURRENCY));
+    let mut tasks = JoinSet::new();
+    for backend in backends {
+        let resolver = resolver.clone();
+        let semaphore = semaphore.clone();
+        tasks.spawn(async move {
+            let _permit = semaphore.acquire().await;
+            let addresses = match resolver.resolve(&backend.hostname).await {
+                Ok(addresses) => addresses,
+                Err(error) => {
+                    tracing::warn!(backend = %backend.key, %error, "no addresses; not redirected");
+                    Vec::new()
+                }
+            };
+            tracing::info!(backend = %backend.key, hostname = backend.hostname, port = backend.port, ?addresses, "Backend loaded");
+            Entry { backend, addresses }
+        });
+    }
+    let mut entries = Vec::new();
+    while let Some(entry) = tasks.join_next().await {
+        entries.push(entry.context("resolver task")?);
+    }
+    Ok(entries)
+}
+
+async fn wait_for_signal() -> anyhow::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM"),
+        _ = int.recv() => tracing::info!("SIGINT"),
+    }
+    Ok(())
+}
+
+/// The cgroup v2 mount point, from /proc/self/mounts (hybrid hosts mount it elsewhere
+/// than /sys/fs/cgroup).
+pub fn cgroup2_root() -> anyhow::Result<PathBuf> {
+    let mounts = std::fs::read_to_string("/proc/self/mounts").context("reading /proc/self/mounts")?;
+    mounts
+        .lines()
+        .filter_map(|line| {
+            let mut fields = line.split_whitespace();
+            let (_source, target, fstype) = (fields.next()?, fields.next()?, fields.next()?);
+            (fstype == "cgroup2").then(|| Path::new(target).to_path_buf())
+        })
+        .next()
+        .context("no cgroup2 filesystem is mounted")
+}
+
+/// `redirector uninstall`.
+pub fn uninstall(bpffs: &Path) -> anyhow::Result<()> {
+    let removed = datapath::uninstall(&PinLayout::new(bpffs))?;
+    if removed.is_empty() {
+        println!("nothing installed under {}", bpffs.display());
+    } else {
+        for path in &removed {
+            println!("removed {}", path.display());
+        }
+        println!("detached and unpinned: {} pins removed", removed.len());
+    }
+    Ok(())
+}

@@ -1,0 +1,130 @@
+//! The BackendTable: which Backend owns which (address, port), as the proxy and the
+//! datapath both need to see it.
+//!
+//! The datapath stores a `BackendId` per address; the proxy maps the id in a connection
+//! record back to the Backend. Ids are a hash of `namespace/name`, so they stay the same
+//! across agent restarts and records written before a restart still name the right
+//! Backend.
+
+use std::{
+    collections::{BTreeMap, BTreeSet, HashMap},
+    hash::Hasher,
+    net::{IpAddr, SocketAddr},
+    sync::Arc,
+};
+
+use redirector_common::Endpoint;
+
+use crate::{
+    backend::{Backend, ObjectKey},
+    datapath::endpoint,
+};
+
+/// Stable id of a Backend in the datapath.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct BackendId(pub u64);
+
+impl BackendId {
+    /// Written for an (address, port) that two Backends claim: the proxy refuses those
+    /// connections rather than guess which Backend's TLS settings apply.
+    pub const AMBIGUOUS: BackendId = BackendId(0);
+
+    pub fn of(key: &ObjectKey) -> BackendId {
+        let mut hasher = fnv::FnvHasher::default();
+        hasher.write(key.namespace.as_bytes());
+        hasher.write(b"/");
+        hasher.write(key.name.as_bytes());
+        // 0 is reserved for AMBIGUOUS.
+        BackendId(hasher.finish().max(1))
+    }
+}
+
+/// One Backend and the addresses it currently resolves to.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    pub backend: Backend,
+    pub addresses: Vec<IpAddr>,
+}
+
+/// Why the proxy has no usable Backend for a connection record.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum LookupError {
+    #[error("{original} is claimed by several Backends ({claimants}); refusing rather than guessing")]
+    Ambiguous {
+        original: SocketAddr,
+        claimants: String,
+    },
+    #[error("no Backend with id {0:#x} (removed since the connect)")]
+    Unknown(u64),
+}
+
+#[derive(Debug, Default)]
+pub struct BackendTable {
+    by_id: HashMap<BackendId, Arc<Entry>>,
+    /// Every (address, port) the datapath must match, with its Backend id.
+    endpoints: BTreeMap<Endpoint, BackendId>,
+    /// (address, port) claimed by more than one Backend, with the claimants.
+    conflicts: BTreeMap<Endpoint, BTreeSet<ObjectKey>>,
+}
+
+impl BackendTable {
+    pub fn new(entries: impl IntoIterator<Item = Entry>) -> Self {
+        let mut table = BackendTable::default();
+        let mut claims: BTreeMap<Endpoint, BTreeSet<ObjectKey>> = BTreeMap::new();
+        for entry in entries {
+            let id = BackendId::of(&entry.backend.key);
+            for ip in &entry.addresses {
+                let at = endpoint::from_socket_addr(SocketAddr::new(*ip, entry.backend.port));
+                claims.entry(at).or_default().insert(entry.backend.key.clone());
+                table.endpoints.insert(at, id);
+            }
+            if let Some(previous) = table.by_id.insert(id, Arc::new(entry)) {
+                // Two names hashing alike is astronomically unlikely; never merge them.
+                tracing::error!(backend = %previous.backend.key, "Backend id collision; dropping");
+            }
+        }
+        for (at, owners) in claims {
+            if owners.len() > 1 {
+                tracing::warn!(
+                    address = %endpoint::to_socket_addr(&at),
+                    backends = %join(&owners),
+                    "address claimed by several Backends: its connections will be refused"
+                );
+                table.endpoints.insert(at, BackendId::AMBIGUOUS);
+                table.conflicts.insert(at, owners);
+            }
+        }
+        table
+    }
+
+    /// What the datapath's Backend map must hold.
+    pub fn endpoints(&self) -> &BTreeMap<Endpoint, BackendId> {
+        &self.endpoints
+    }
+
+    pub fn entries(&self) -> impl Iterator<Item = &Arc<Entry>> {
+        self.by_id.values()
+    }
+
+    /// The Backend a connection record names.
+    pub fn lookup(&self, id: BackendId, original: &Endpoint) -> Result<Arc<Entry>, LookupError> {
+        if id == BackendId::AMBIGUOUS {
+            return Err(LookupError::Ambiguous {
+                original: endpoint::to_socket_addr(original),
+                claimants: self.conflicts.get(original).map(join).unwrap_or_default(),
+            });
+        }
+        self.by_id
+            .get(&id)
+            .cloned()
+            .ok_or(LookupError::Unknown(id.0))
+    }
+}
+
+fn join(keys: &BTreeSet<ObjectKey>) -> String {
+    let names: Vec<String> = keys.iter().map(ToString::to_string).collect();
+    names.join(", ")
+}
+
+#[cfg(test)]
+mod tests;
