@@ -124,7 +124,11 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
         "s" => 1_000,
         "m" => 60_000,
         "h" => 3_600_000,
-        _ => return Err(format!("unknown unit `{unit}` in `{text}` (use ms, s, m or h)")),
+        _ => {
+            return Err(format!(
+                "unknown unit `{unit}` in `{text}` (use ms, s, m or h)"
+            ));
+        }
     };
     let millis = number
         .checked_mul(millis_per_unit)

@@ -255,13 +255,20 @@ pub fn uninstall(layout: &PinLayout) -> Result<Vec<PathBuf>, DatapathError> {
             }
         }
     }
-    for dir in [layout.links_dir(), layout.maps_dir(), layout.root().to_path_buf()] {
+    for dir in [
+        layout.links_dir(),
+        layout.maps_dir(),
+        layout.root().to_path_buf(),
+    ] {
         match fs::remove_dir(&dir) {
             Ok(()) => {}
             Err(error) if error.kind() == io::ErrorKind::NotFound => {}
             Err(source) => {
                 return Err(DatapathError::Io {
-                    what: format!("remove {} (it holds pins not made by redirector?)", dir.display()),
+                    what: format!(
+                        "remove {} (it holds pins not made by redirector?)",
+                        dir.display()
+                    ),
                     source,
                 });
             }

@@ -48,7 +48,8 @@ fn tokio_main(future: impl Future<Output = anyhow::Result<()>>) -> anyhow::Resul
 
 fn init_logging(format: LogFormat) {
     use tracing_subscriber::{EnvFilter, fmt};
-    let filter = EnvFilter::try_from_env("REDIRECTOR_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    let filter =
+        EnvFilter::try_from_env("REDIRECTOR_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
     let builder = fmt().with_env_filter(filter).with_writer(std::io::stderr);
     match format {
         LogFormat::Text => builder.init(),

@@ -54,11 +54,18 @@ pub fn bind(addrs: &[SocketAddr]) -> io::Result<Vec<TcpListener>> {
     addrs
         .iter()
         .map(|addr| {
-            let socket = if addr.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
+            let socket = if addr.is_ipv4() {
+                TcpSocket::new_v4()?
+            } else {
+                TcpSocket::new_v6()?
+            };
             // A restarted agent must be able to bind while old connections linger.
             socket.set_reuseaddr(true)?;
             socket.bind(*addr).map_err(|e| {
-                io::Error::new(e.kind(), format!("cannot listen on --proxy-addr {addr}: {e}"))
+                io::Error::new(
+                    e.kind(),
+                    format!("cannot listen on --proxy-addr {addr}: {e}"),
+                )
             })?;
             socket.listen(4096)
         })
@@ -76,7 +83,12 @@ pub async fn serve(
     let connections = TaskTracker::new();
     let acceptors = TaskTracker::new();
     for listener in listeners {
-        acceptors.spawn(accept_loop(listener, shared.clone(), connections.clone(), shutdown.clone()));
+        acceptors.spawn(accept_loop(
+            listener,
+            shared.clone(),
+            connections.clone(),
+            shutdown.clone(),
+        ));
     }
     acceptors.close();
     acceptors.wait().await;

@@ -25,7 +25,9 @@ pub enum ResolverError {
         hostname: String,
         source: hickory_resolver::ResolveError,
     },
-    #[error("{hostname} resolved only to refused addresses ({refused}): loopback, link-local and unspecified addresses are never used for a Backend")]
+    #[error(
+        "{hostname} resolved only to refused addresses ({refused}): loopback, link-local and unspecified addresses are never used for a Backend"
+    )]
     OnlyRefused { hostname: String, refused: String },
 }
 
@@ -56,11 +58,19 @@ impl Resolver {
 
     /// Like glibc's `files` source: when the hosts file knows the name, its entries (of
     /// either family) are the whole answer and DNS is not asked.
-    fn from_hosts_file(&self, name: &Name) -> Vec<IpAddr> {
+    fn hosts_file_answer(&self, name: &Name) -> Vec<IpAddr> {
         [RecordType::A, RecordType::AAAA]
             .into_iter()
-            .filter_map(|rtype| self.hosts.lookup_static_host(&Query::query(name.clone(), rtype)))
-            .flat_map(|lookup| lookup.iter().filter_map(|rdata| rdata.ip_addr()).collect::<Vec<_>>())
+            .filter_map(|rtype| {
+                self.hosts
+                    .lookup_static_host(&Query::query(name.clone(), rtype))
+            })
+            .flat_map(|lookup| {
+                lookup
+                    .iter()
+                    .filter_map(|rdata| rdata.ip_addr())
+                    .collect::<Vec<_>>()
+            })
             .collect()
     }
 
@@ -68,18 +78,23 @@ impl Resolver {
     pub async fn resolve(&self, hostname: &str) -> Result<Vec<IpAddr>, ResolverError> {
         // A trailing dot makes the name absolute so search domains are not tried: a
         // Backend names one exact host.
-        let name = Name::from_ascii(format!("{}.", hostname.trim_end_matches('.'))).map_err(
-            |error| ResolverError::BadName {
-                hostname: hostname.to_owned(),
-                reason: error.to_string(),
-            },
-        )?;
-        let mut found = self.from_hosts_file(&name);
-        if found.is_empty() {
-            let lookup = self.dns.lookup_ip(name).await.map_err(|source| ResolverError::Lookup {
-                hostname: hostname.to_owned(),
-                source,
+        let name =
+            Name::from_ascii(format!("{}.", hostname.trim_end_matches('.'))).map_err(|error| {
+                ResolverError::BadName {
+                    hostname: hostname.to_owned(),
+                    reason: error.to_string(),
+                }
             })?;
+        let mut found = self.hosts_file_answer(&name);
+        if found.is_empty() {
+            let lookup =
+                self.dns
+                    .lookup_ip(name)
+                    .await
+                    .map_err(|source| ResolverError::Lookup {
+                        hostname: hostname.to_owned(),
+                        source,
+                    })?;
             found = lookup.iter().collect();
         }
         let (mut usable, refused): (Vec<IpAddr>, Vec<IpAddr>) =
@@ -94,7 +109,11 @@ impl Resolver {
             });
         }
         if !refused.is_empty() {
-            tracing::warn!(hostname, ?refused, "ignoring loopback/link-local/unspecified addresses");
+            tracing::warn!(
+                hostname,
+                ?refused,
+                "ignoring loopback/link-local/unspecified addresses"
+            );
         }
         Ok(usable)
     }
@@ -134,7 +153,12 @@ mod tests {
             let ip: IpAddr = refused.parse().unwrap();
             assert!(!is_allowed(ip), "{refused} must be refused");
         }
-        for allowed in ["10.200.2.2", "93.184.216.34", "fd00:200:2::2", "2001:db8::1"] {
+        for allowed in [
+            "10.200.2.2",
+            "93.184.216.34",
+            "fd00:200:2::2",
+            "2001:db8::1",
+        ] {
             let ip: IpAddr = allowed.parse().unwrap();
             assert!(is_allowed(ip), "{allowed} must be allowed");
         }

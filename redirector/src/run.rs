@@ -47,10 +47,17 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         backend_addresses: args.limits.max_backend_addresses,
         connections: args.limits.max_connections,
     };
-    let Datapath { mut backends, pending, agent_sockets, attachments } =
-        Datapath::install(&layout, &cgroup, sizes, &proxy_config)
-            .with_context(|| format!("installing the datapath on cgroup {}", cgroup.display()))?;
-    let adopted = attachments.iter().filter(|(_, a)| *a == Attachment::Adopted).count();
+    let Datapath {
+        mut backends,
+        pending,
+        agent_sockets,
+        attachments,
+    } = Datapath::install(&layout, &cgroup, sizes, &proxy_config)
+        .with_context(|| format!("installing the datapath on cgroup {}", cgroup.display()))?;
+    let adopted = attachments
+        .iter()
+        .filter(|(_, a)| *a == Attachment::Adopted)
+        .count();
     let synced = backends
         .sync(table.endpoints())
         .context("writing Backend addresses to the datapath")?;
@@ -115,14 +122,18 @@ fn proxy_config(addrs: &[SocketAddr]) -> anyhow::Result<ProxyConfig> {
             bail!("--proxy-addr given twice for the same address family ({addr})");
         }
         if addr.ip().is_unspecified() || addr.port() == 0 {
-            bail!("--proxy-addr {addr}: needs a concrete address and port that redirected connects can reach");
+            bail!(
+                "--proxy-addr {addr}: needs a concrete address and port that redirected connects can reach"
+            );
         }
         config.flags |= flag;
         *slot = endpoint::from_socket_addr(*addr);
     }
     for (flag, family) in [(ProxyConfig::HAS_V4, "IPv4"), (ProxyConfig::HAS_V6, "IPv6")] {
         if config.flags & flag == 0 {
-            tracing::warn!("no {family} --proxy-addr: {family} connects to Backends are not redirected");
+            tracing::warn!(
+                "no {family} --proxy-addr: {family} connects to Backends are not redirected"
+            );
         }
     }
     Ok(config)
@@ -171,7 +182,8 @@ async fn wait_for_signal() -> anyhow::Result<()> {
 /// The cgroup v2 mount point, from /proc/self/mounts (hybrid hosts mount it elsewhere
 /// than /sys/fs/cgroup).
 pub fn cgroup2_root() -> anyhow::Result<PathBuf> {
-    let mounts = std::fs::read_to_string("/proc/self/mounts").context("reading /proc/self/mounts")?;
+    let mounts =
+        std::fs::read_to_string("/proc/self/mounts").context("reading /proc/self/mounts")?;
     mounts
         .lines()
         .filter_map(|line| {

@@ -49,7 +49,9 @@ pub struct Entry {
 /// Why the proxy has no usable Backend for a connection record.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum LookupError {
-    #[error("{original} is claimed by several Backends ({claimants}); refusing rather than guessing")]
+    #[error(
+        "{original} is claimed by several Backends ({claimants}); refusing rather than guessing"
+    )]
     Ambiguous {
         original: SocketAddr,
         claimants: String,
@@ -75,7 +77,10 @@ impl BackendTable {
             let id = BackendId::of(&entry.backend.key);
             for ip in &entry.addresses {
                 let at = endpoint::from_socket_addr(SocketAddr::new(*ip, entry.backend.port));
-                claims.entry(at).or_default().insert(entry.backend.key.clone());
+                claims
+                    .entry(at)
+                    .or_default()
+                    .insert(entry.backend.key.clone());
                 table.endpoints.insert(at, id);
             }
             if let Some(previous) = table.by_id.insert(id, Arc::new(entry)) {

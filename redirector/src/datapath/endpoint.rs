@@ -48,6 +48,9 @@ mod tests {
         assert_eq!(to_socket_addr(&e), v6);
 
         let mapped: SocketAddr = "[::ffff:10.1.2.3]:80".parse().unwrap();
-        assert_eq!(from_socket_addr(mapped), from_socket_addr("10.1.2.3:80".parse().unwrap()));
+        assert_eq!(
+            from_socket_addr(mapped),
+            from_socket_addr("10.1.2.3:80".parse().unwrap())
+        );
     }
 }

@@ -76,7 +76,10 @@ impl PendingRecords {
     /// Looks up and deletes the record of the connection whose client is `peer`.
     pub fn take(&self, peer: SocketAddr) -> Result<Option<Redirect>, MapError> {
         let key = endpoint::from_socket_addr(peer);
-        let mut map = self.map.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut map = self
+            .map
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         match map.get(&key, 0) {
             Ok(record) => {
                 // Deleted at once: a later connection from the same client port must
@@ -109,11 +112,16 @@ impl AgentSockets {
         self.lock()
             .insert(cookie, 1, 0)
             .map_err(std::io::Error::other)?;
-        Ok(Exemption { owner: self, cookie })
+        Ok(Exemption {
+            owner: self,
+            cookie,
+        })
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<MapData, u64, u32>> {
-        self.map.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.map
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 

@@ -60,21 +60,22 @@ impl PinLayout {
 /// Pins only work on a bpf filesystem; say how to mount one instead of failing later
 /// with EPERM from the kernel.
 fn ensure_on_bpffs(path: &Path) -> Result<(), DatapathError> {
-    let mountinfo = fs::read_to_string("/proc/self/mountinfo").map_err(|source| {
-        DatapathError::Io {
+    let mountinfo =
+        fs::read_to_string("/proc/self/mountinfo").map_err(|source| DatapathError::Io {
             what: "read /proc/self/mountinfo".into(),
             source,
-        }
-    })?;
+        })?;
     let path = absolute(path);
     match mount_of(&mountinfo, &path) {
-        Some((mount_point, fstype)) if fstype == "bpf" => {
+        Some((mount_point, "bpf")) => {
             tracing::debug!(mount_point, "pin directory is on a bpf filesystem");
             Ok(())
         }
         found => Err(DatapathError::NotBpffs {
             path,
-            found: found.map(|(m, t)| format!("{t} mounted at {m}")).unwrap_or_default(),
+            found: found
+                .map(|(m, t)| format!("{t} mounted at {m}"))
+                .unwrap_or_default(),
         }),
     }
 }
@@ -113,8 +114,17 @@ mod tests {
     fn finds_the_innermost_mount() {
         let found = mount_of(MOUNTINFO, Path::new("/sys/fs/bpf/redirector"));
         assert_eq!(found, Some(("/sys/fs/bpf", "bpf")));
-        assert_eq!(mount_of(MOUNTINFO, Path::new("/sys/kernel")), Some(("/sys", "sysfs")));
-        assert_eq!(mount_of(MOUNTINFO, Path::new("/tmp/x/r")), Some(("/tmp/x", "bpf")));
-        assert_eq!(mount_of(MOUNTINFO, Path::new("/tmp/xy")), Some(("/", "ext4")));
+        assert_eq!(
+            mount_of(MOUNTINFO, Path::new("/sys/kernel")),
+            Some(("/sys", "sysfs"))
+        );
+        assert_eq!(
+            mount_of(MOUNTINFO, Path::new("/tmp/x/r")),
+            Some(("/tmp/x", "bpf"))
+        );
+        assert_eq!(
+            mount_of(MOUNTINFO, Path::new("/tmp/xy")),
+            Some(("/", "ext4"))
+        );
     }
 }

@@ -46,7 +46,14 @@ pub async fn handle(shared: Arc<Shared>, client: TcpStream, peer: SocketAddr) {
     shared.stats.forwarded();
     tracing::debug!(%peer, %backend, %original, "forwarding");
     let mut client = client;
-    match splice(&mut client, &mut upstream, limits.buffer_size, limits.idle_timeout).await {
+    match splice(
+        &mut client,
+        &mut upstream,
+        limits.buffer_size,
+        limits.idle_timeout,
+    )
+    .await
+    {
         Ok(moved) => tracing::debug!(
             %peer, %backend,
             sent = moved.client_to_upstream, received = moved.upstream_to_client,
@@ -106,11 +113,20 @@ async fn connect_upstream(
     to: SocketAddr,
     timeout: Duration,
 ) -> io::Result<TcpStream> {
-    let socket = if to.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
+    let socket = if to.is_ipv4() {
+        TcpSocket::new_v4()?
+    } else {
+        TcpSocket::new_v6()?
+    };
     socket.set_nodelay(true)?;
     // Listed before connect() runs; the hook checks the list during the syscall.
     let exemption = shared.agent_sockets.exempt(socket.as_fd())?;
     let connected = tokio::time::timeout(timeout, socket.connect(to)).await;
     drop(exemption);
-    connected.map_err(|_| io::Error::new(io::ErrorKind::TimedOut, format!("connect timed out after {timeout:?}")))?
+    connected.map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!("connect timed out after {timeout:?}"),
+        )
+    })?
 }

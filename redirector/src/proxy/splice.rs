@@ -40,10 +40,20 @@ where
     U: AsyncRead + AsyncWrite + Unpin,
 {
     let clock = Activity::new();
-    let mut client = Watched { inner: client, activity: clock.clone() };
-    let mut upstream = Watched { inner: upstream, activity: clock.clone() };
-    let copy =
-        tokio::io::copy_bidirectional_with_sizes(&mut client, &mut upstream, buffer_size, buffer_size);
+    let mut client = Watched {
+        inner: client,
+        activity: clock.clone(),
+    };
+    let mut upstream = Watched {
+        inner: upstream,
+        activity: clock.clone(),
+    };
+    let copy = tokio::io::copy_bidirectional_with_sizes(
+        &mut client,
+        &mut upstream,
+        buffer_size,
+        buffer_size,
+    );
     tokio::select! {
         result = copy => {
             let (client_to_upstream, upstream_to_client) = result?;
@@ -65,7 +75,10 @@ struct Activity {
 
 impl Activity {
     fn new() -> Self {
-        Self { start: Instant::now(), last_ms: Arc::new(AtomicU64::new(0)) }
+        Self {
+            start: Instant::now(),
+            last_ms: Arc::new(AtomicU64::new(0)),
+        }
     }
 
     fn touch(&self) {
@@ -135,7 +148,13 @@ mod tests {
         let (mut client_app, mut client_side) = duplex(64);
         let (mut upstream_side, mut server_app) = duplex(64);
         let proxy = tokio::spawn(async move {
-            splice(&mut client_side, &mut upstream_side, 16, Duration::from_secs(5)).await
+            splice(
+                &mut client_side,
+                &mut upstream_side,
+                16,
+                Duration::from_secs(5),
+            )
+            .await
         });
         client_app.write_all(b"request").await.unwrap();
         client_app.shutdown().await.unwrap();
@@ -157,7 +176,13 @@ mod tests {
     async fn idle_connections_time_out() {
         let (_client_app, mut client_side) = duplex(64);
         let (mut upstream_side, _server_app) = duplex(64);
-        let result = splice(&mut client_side, &mut upstream_side, 16, Duration::from_secs(30)).await;
+        let result = splice(
+            &mut client_side,
+            &mut upstream_side,
+            16,
+            Duration::from_secs(30),
+        )
+        .await;
         assert_eq!(result.unwrap_err().kind(), io::ErrorKind::TimedOut);
     }
 }

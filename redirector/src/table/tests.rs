@@ -71,7 +71,9 @@ fn shared_addresses_are_refused_not_guessed() {
 fn unknown_ids_are_reported() {
     let table = BackendTable::new([entry("default", "a", 443, &["10.0.0.1"])]);
     assert_eq!(
-        table.lookup(BackendId(42), &at("10.0.0.1:443")).unwrap_err(),
+        table
+            .lookup(BackendId(42), &at("10.0.0.1:443"))
+            .unwrap_err(),
         LookupError::Unknown(42)
     );
 }
