@@ -50,7 +50,11 @@ fn init_logging(format: LogFormat) {
     use tracing_subscriber::{EnvFilter, fmt};
     let filter =
         EnvFilter::try_from_env("REDIRECTOR_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
-    let builder = fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    use std::io::IsTerminal;
+    let builder = fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none());
     match format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),

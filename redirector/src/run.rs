@@ -94,7 +94,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         proxy = ?args.proxy_addrs,
         bpffs = %layout.root().display(),
         programs_adopted = adopted,
-        "ready"
+        "ready: programs attached, Backends loaded, proxy listening"
     );
 
     wait_for_signal().await?;

@@ -1,0 +1,55 @@
+//! `cargo xtask <command>`: the developer entry point of the workspace.
+//!
+//! Everything a contributor or CI needs beyond stable cargo (nightly eBPF build, linker
+//! install, root-only test suite) is here, so the README can say "run `cargo xtask test`".
+
+mod tasks;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "xtask",
+    bin_name = "cargo xtask",
+    about = "redirector developer tasks"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Build the eBPF programs into target/bpf/redirector.bpf.o (installs rust-src and
+    /// bpf-linker on first use).
+    BuildEbpf {
+        /// Accepted for symmetry; the eBPF object is always optimised (the verifier needs it).
+        #[arg(long)]
+        release: bool,
+    },
+    /// Build everything and run the whole test suite as root (end-to-end tests included).
+    Test {
+        /// Passed verbatim to `cargo test --workspace` (e.g. `-- --no-fail-fast -- --nocapture`).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+    /// Run the end-to-end demo in throw-away network namespaces.
+    Demo,
+    /// cargo fmt --check and cargo clippy -D warnings over the workspace.
+    Lint,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Cmd::BuildEbpf { release: _ } => tasks::ebpf::build_ebpf().map(|_| ExitCode::SUCCESS),
+        Cmd::Test { args } => tasks::test(&args),
+        Cmd::Demo => Ok(tasks::demo()),
+        Cmd::Lint => tasks::lint(),
+    };
+    result.unwrap_or_else(|e| {
+        eprintln!("xtask: {e:#}");
+        ExitCode::FAILURE
+    })
+}

@@ -1,0 +1,125 @@
+//! The `cargo xtask` subcommands.
+
+pub mod ebpf;
+pub mod toolchain;
+
+use anyhow::{Context, Result, bail};
+use std::path::PathBuf;
+use std::process::{Command, ExitCode, ExitStatus};
+
+/// The workspace root: xtask lives one level below it.
+pub fn workspace_root() -> PathBuf {
+    let manifest_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    manifest_dir
+        .parent()
+        .map(PathBuf::from)
+        .unwrap_or(manifest_dir)
+}
+
+/// Runs `cmd` with inherited stdio and fails unless it succeeds.
+pub fn check_status(cmd: &mut Command) -> Result<()> {
+    let status = status(cmd)?;
+    if !status.success() {
+        bail!("{cmd:?} failed ({status})");
+    }
+    Ok(())
+}
+
+fn status(cmd: &mut Command) -> Result<ExitStatus> {
+    cmd.status().with_context(|| format!("cannot run {cmd:?}"))
+}
+
+/// The exit code to hand on for a child's status (signals become 1: no exit code exists).
+fn exit_code(status: ExitStatus) -> ExitCode {
+    match status.code() {
+        Some(0) => ExitCode::SUCCESS,
+        Some(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
+        None => ExitCode::FAILURE,
+    }
+}
+
+/// The stable cargo that runs us, for workspace builds, tests and lints.
+///
+/// Unlike the nightly eBPF build this keeps the user's toolchain choice and flags; only
+/// the per-package variables of the `cargo run` that started xtask are dropped.
+fn cargo() -> Command {
+    let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    for (key, _) in std::env::vars_os() {
+        let Some(key) = key.to_str() else { continue };
+        if key.starts_with("CARGO_PKG_")
+            || key.starts_with("CARGO_MANIFEST_")
+            || matches!(
+                key,
+                "CARGO_CRATE_NAME" | "CARGO_BIN_NAME" | "CARGO_PRIMARY_PACKAGE"
+            )
+        {
+            cmd.env_remove(key);
+        }
+    }
+    cmd.current_dir(workspace_root());
+    cmd
+}
+
+/// Where stable cargo puts its artefacts (honours `CARGO_TARGET_DIR` like cargo does).
+fn target_dir() -> PathBuf {
+    match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(dir) => workspace_root().join(dir),
+        None => workspace_root().join("target"),
+    }
+}
+
+/// `cargo xtask test [-- args]`: the whole suite, including the root-only end-to-end tests.
+pub fn test(extra: &[String]) -> Result<ExitCode> {
+    // SAFETY: geteuid(2) has no preconditions and cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        bail!(
+            "the test suite loads eBPF programs and creates network namespaces: \
+             run it as root (sudo -E cargo xtask test)"
+        );
+    }
+    ebpf::build_ebpf()?;
+    check_status(cargo().args(["build", "-p", "redirector"]))?;
+    let bin = target_dir().join("debug/redirector");
+    let status = status(
+        cargo()
+            .args(["test", "--workspace"])
+            .args(extra)
+            .env("REDIRECTOR_BIN", &bin),
+    )?;
+    Ok(exit_code(status))
+}
+
+/// `cargo xtask lint`: formatting and clippy over the workspace, as CI runs them.
+///
+/// The eBPF crate is linted by nightly clippy for `bpfel-unknown-none` (see
+/// [`ebpf::clippy_ebpf`]) and excluded from the host clippy. Every check runs even if an
+/// earlier one fails, so one invocation reports every problem.
+pub fn lint() -> Result<ExitCode> {
+    ebpf::build_ebpf()?;
+    let fmt = status(cargo().args(["fmt", "--all", "--check"]))?;
+    let clippy = status(
+        cargo()
+            .args(["clippy", "--workspace", "--exclude", "redirector-ebpf"])
+            .args(["--all-targets", "--", "-D", "warnings"]),
+    )?;
+    let clippy_ebpf = ebpf::clippy_ebpf()?;
+    let mut code = ExitCode::SUCCESS;
+    let checks = [
+        ("cargo fmt --all --check", fmt),
+        ("cargo clippy", clippy),
+        ("cargo +nightly clippy (eBPF)", clippy_ebpf),
+    ];
+    for (name, st) in checks {
+        if !st.success() {
+            eprintln!("lint: {name} failed ({st})");
+            code = exit_code(st);
+        }
+    }
+    Ok(code)
+}
+
+/// `cargo xtask demo`: not written yet (it will drive `netlab::Topology`).
+pub fn demo() -> ExitCode {
+    eprintln!("demo: not yet implemented");
+    ExitCode::FAILURE
+}
