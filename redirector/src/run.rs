@@ -28,6 +28,9 @@ use crate::{
 const RESOLVE_CONCURRENCY: usize = 32;
 
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
+    // Installed first: a SIGTERM that arrives right after the ready line must drain, not
+    // kill the process with the default action.
+    let signals = Signals::install()?;
     let proxy_config = proxy_config(&args.proxy_addrs)?;
     let cgroup = match &args.cgroup {
         Some(path) => path.clone(),
@@ -97,7 +100,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         "ready: programs attached, Backends loaded, proxy listening"
     );
 
-    wait_for_signal().await?;
+    signals.wait().await;
     tracing::info!("shutting down: no new connections; programs stay attached and pinned");
     shutdown.cancel();
     let cut = server.await.context("proxy task")?;
@@ -168,15 +171,27 @@ async fn resolve_all(backends: Vec<Backend>) -> anyhow::Result<Vec<Entry>> {
     Ok(entries)
 }
 
-async fn wait_for_signal() -> anyhow::Result<()> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
-    let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
-    tokio::select! {
-        _ = term.recv() => tracing::info!("SIGTERM"),
-        _ = int.recv() => tracing::info!("SIGINT"),
+/// SIGTERM (kubelet, systemd) and SIGINT (Ctrl-C) both mean: drain and exit 0.
+struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn install() -> anyhow::Result<Self> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Self {
+            term: signal(SignalKind::terminate()).context("installing the SIGTERM handler")?,
+            int: signal(SignalKind::interrupt()).context("installing the SIGINT handler")?,
+        })
     }
-    Ok(())
+
+    async fn wait(mut self) {
+        tokio::select! {
+            _ = self.term.recv() => tracing::info!("SIGTERM"),
+            _ = self.int.recv() => tracing::info!("SIGINT"),
+        }
+    }
 }
 
 /// The cgroup v2 mount point, from /proc/self/mounts (hybrid hosts mount it elsewhere
