@@ -17,6 +17,8 @@
 //! context access gets a fixed offset, which the verifier requires.
 #![no_std]
 #![no_main]
+// Map calls take `&key` on purpose: aya-ebpf 0.2 accepts `impl Borrow<K>`, 0.3 wants `&K`.
+#![allow(clippy::needless_borrows_for_generic_args)]
 
 mod sockaddr;
 

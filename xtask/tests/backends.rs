@@ -48,14 +48,23 @@ fn a_broken_object_is_named_and_the_good_ones_still_load() {
     assert_eq!(stdout.lines().count(), 1, "exactly one problem: {stdout}");
 
     let agent = bed.agent();
-    assert!(agent.ready_line.contains("backends=2"), "{}", agent.ready_line);
+    assert!(
+        agent.ready_line.contains("backends=2"),
+        "{}",
+        agent.ready_line
+    );
     let logs = agent.logs();
     let skipped: Vec<&String> = logs.iter().filter(|l| l.contains("skipped")).collect();
     assert_eq!(skipped.len(), 1, "{logs:#?}");
     assert!(skipped[0].contains("demo/broken") && skipped[0].contains("spec.port.port"));
     let reply = bed.connect("echo.redirector.test:8080", &["-4"]);
     assert!(reply.ok(), "{:?}", reply.json);
-    assert!(reply.seen_by_server().unwrap_or_default().starts_with(&format!("{NODE_EXT_V4}:")));
+    assert!(
+        reply
+            .seen_by_server()
+            .unwrap_or_default()
+            .starts_with(&format!("{NODE_EXT_V4}:"))
+    );
 }
 
 #[test]
@@ -63,7 +72,10 @@ fn check_accepts_a_valid_directory() {
     let bed = Bed::new(ECHO_BACKEND);
     let out = redirector(&["check", &bed.backends.path().display().to_string()]).expect("check");
     assert!(out.status.success());
-    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "ok: 1 Backends valid");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "ok: 1 Backends valid"
+    );
 }
 
 #[test]
@@ -88,5 +100,9 @@ spec:
     assert!(!reply.ok() || reply.reply().is_empty(), "{:?}", reply.json);
     let refused = agent.wait_for_log("refused").expect("logged");
     assert!(refused.contains("demo/api"), "{refused}");
-    assert_eq!(bed.server.accepted(), Vec::<String>::new(), "no byte may reach the server");
+    assert_eq!(
+        bed.server.accepted(),
+        Vec::<String>::new(),
+        "no byte may reach the server"
+    );
 }

@@ -9,7 +9,13 @@ use serde_json::Value;
 use support::{Bed, ECHO_BACKEND};
 use xtask::netlab::{NODE_EXT_V4, agent::redirector};
 
-const PROGRAMS: [&str; 5] = ["connect4", "connect6", "sock_ops", "getpeername4", "getpeername6"];
+const PROGRAMS: [&str; 5] = [
+    "connect4",
+    "connect6",
+    "sock_ops",
+    "getpeername4",
+    "getpeername6",
+];
 const MAPS: [&str; 5] = ["BACKENDS", "SOCKETS", "PENDING", "AGENT_SOCKETS", "CONFIG"];
 
 /// Names of the programs attached to `cgroup`, from `bpftool cgroup show`.
@@ -19,7 +25,11 @@ fn attached_programs(cgroup: &Path) -> Vec<String> {
         .arg(cgroup)
         .output()
         .expect("bpftool is needed by this test (apt-get install bpftool)");
-    assert!(out.status.success(), "bpftool: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "bpftool: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8_lossy(&out.stdout);
     if text.trim().is_empty() {
         return Vec::new();
@@ -45,26 +55,48 @@ fn assert_echo_redirected(bed: &Bed) {
     let reply = bed.connect("echo.redirector.test:8080", &["-4"]);
     assert!(reply.ok(), "{:?}", reply.json);
     let seen = reply.seen_by_server().unwrap_or_default();
-    assert!(seen.starts_with(&format!("{NODE_EXT_V4}:")), "server saw {seen}");
+    assert!(
+        seen.starts_with(&format!("{NODE_EXT_V4}:")),
+        "server saw {seen}"
+    );
 }
 
 #[test]
 fn restart_adopts_the_pins_and_never_sends_direct_in_between() {
     let bed = Bed::new(ECHO_BACKEND);
     let agent = bed.agent();
-    assert!(agent.ready_line.contains("programs_adopted=0"), "{}", agent.ready_line);
+    assert!(
+        agent.ready_line.contains("programs_adopted=0"),
+        "{}",
+        agent.ready_line
+    );
     assert_echo_redirected(&bed);
 
     agent.kill().expect("SIGKILL");
     // Nobody listens on the proxy address now: the connect must fail, not go direct.
     let reply = bed.connect("echo.redirector.test:8080", &["-4"]);
-    assert!(!reply.ok(), "connect while the agent was down succeeded: {:?}", reply.json);
-    assert_eq!(bed.server.accepted().len(), 1, "the server saw a connect while the agent was down");
+    assert!(
+        !reply.ok(),
+        "connect while the agent was down succeeded: {:?}",
+        reply.json
+    );
+    assert_eq!(
+        bed.server.accepted().len(),
+        1,
+        "the server saw a connect while the agent was down"
+    );
 
     let agent = bed.agent();
-    assert!(agent.ready_line.contains("programs_adopted=5"), "{}", agent.ready_line);
+    assert!(
+        agent.ready_line.contains("programs_adopted=5"),
+        "{}",
+        agent.ready_line
+    );
     assert_echo_redirected(&bed);
-    assert_eq!(attached_programs(bed.topo.pod_cgroup.path()), sorted(&PROGRAMS));
+    assert_eq!(
+        attached_programs(bed.topo.pod_cgroup.path()),
+        sorted(&PROGRAMS)
+    );
 }
 
 #[test]
@@ -72,29 +104,51 @@ fn sigterm_keeps_the_pins_and_uninstall_removes_everything() {
     let bed = Bed::new(ECHO_BACKEND);
     let agent = bed.agent();
     let finished = agent.terminate().expect("SIGTERM");
-    assert!(finished.status.success(), "exit status after SIGTERM: {:?}", finished.status);
+    assert!(
+        finished.status.success(),
+        "exit status after SIGTERM: {:?}",
+        finished.status
+    );
 
     let pins = bed.pin_dir();
     for program in PROGRAMS {
-        assert!(pins.join("links").join(program).exists(), "link pin {program} kept");
+        assert!(
+            pins.join("links").join(program).exists(),
+            "link pin {program} kept"
+        );
     }
     for map in MAPS {
         assert!(pins.join("maps").join(map).exists(), "map pin {map} kept");
     }
-    assert_eq!(attached_programs(bed.topo.pod_cgroup.path()), sorted(&PROGRAMS));
+    assert_eq!(
+        attached_programs(bed.topo.pod_cgroup.path()),
+        sorted(&PROGRAMS)
+    );
     // Still attached with no agent: Backend connects fail instead of going direct.
     assert!(!bed.connect("echo.redirector.test:8080", &["-4"]).ok());
 
     let pin_arg = pins.display().to_string();
     let out = redirector(&["uninstall", "--bpffs", &pin_arg]).expect("uninstall");
-    assert!(out.status.success(), "uninstall: {}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(attached_programs(bed.topo.pod_cgroup.path()), Vec::<String>::new());
+    assert!(
+        out.status.success(),
+        "uninstall: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        attached_programs(bed.topo.pod_cgroup.path()),
+        Vec::<String>::new()
+    );
     assert!(!pins.exists(), "{} still exists", pins.display());
 
     // Nothing is redirected any more: the pod reaches the server directly.
     let reply = bed.connect("echo.redirector.test:8080", &["-4"]);
     assert!(reply.ok(), "{:?}", reply.json);
-    assert!(reply.seen_by_server().unwrap_or_default().starts_with("10.200.1.2:"));
+    assert!(
+        reply
+            .seen_by_server()
+            .unwrap_or_default()
+            .starts_with("10.200.1.2:")
+    );
 
     // A second uninstall has nothing to do and says so.
     let again = redirector(&["uninstall", "--bpffs", &pin_arg]).expect("uninstall");

@@ -12,10 +12,17 @@ use xtask::netlab::{
 fn assert_redirected(bed: &Bed, target: &str, family: &str, dialed: &str, node: &str) {
     let reply = bed.connect(target, &[family]);
     assert!(reply.ok(), "{:?}", reply.json);
-    assert_eq!(reply.peer(), dialed, "getpeername() must return the dialed address");
+    assert_eq!(
+        reply.peer(),
+        dialed,
+        "getpeername() must return the dialed address"
+    );
     assert!(reply.reply().ends_with("got=hello"), "{:?}", reply.json);
     let seen = reply.seen_by_server().unwrap_or_default();
-    assert!(seen.starts_with(node), "server saw {seen}, expected the node {node}");
+    assert!(
+        seen.starts_with(node),
+        "server saw {seen}, expected the node {node}"
+    );
 }
 
 #[test]
@@ -51,9 +58,16 @@ fn undeclared_address_and_other_port_go_direct() {
     let other_v4 = "10.200.2.3";
     bed.topo
         .ext
-        .ip(["addr", "add", &format!("{other_v4}/24"), "dev", &bed.topo.ext_link.remote])
+        .ip([
+            "addr",
+            "add",
+            &format!("{other_v4}/24"),
+            "dev",
+            &bed.topo.ext_link.remote,
+        ])
         .expect("second address");
-    let _other_port = ProbeServer::start(PROBE.as_ref(), &bed.topo.ext, "[::]:9090").expect("server");
+    let _other_port =
+        ProbeServer::start(PROBE.as_ref(), &bed.topo.ext, "[::]:9090").expect("server");
     let _agent = bed.agent();
 
     for target in [
@@ -69,7 +83,10 @@ fn undeclared_address_and_other_port_go_direct() {
         } else {
             format!("{POD_V4}:")
         };
-        assert!(seen.starts_with(&pod), "{target}: server saw {seen}, expected the pod itself");
+        assert!(
+            seen.starts_with(&pod),
+            "{target}: server saw {seen}, expected the pod itself"
+        );
     }
 }
 
@@ -77,7 +94,10 @@ fn undeclared_address_and_other_port_go_direct() {
 fn connection_straight_to_the_proxy_is_closed_without_upstream_connect() {
     let bed = Bed::new(ECHO_BACKEND);
     let _agent = bed.agent();
-    for proxy in [format!("10.200.1.1:{PROXY_PORT}"), format!("[fd00:200:1::1]:{PROXY_PORT}")] {
+    for proxy in [
+        format!("10.200.1.1:{PROXY_PORT}"),
+        format!("[fd00:200:1::1]:{PROXY_PORT}"),
+    ] {
         let reply = bed.connect(&proxy, &[]);
         // Closed at once: either an empty answer or a reset, never a relay.
         assert!(
@@ -94,7 +114,10 @@ fn connection_straight_to_the_proxy_is_closed_without_upstream_connect() {
 fn agent_inside_the_attached_cgroup_is_not_redirected_to_itself() {
     let bed = Bed::new(ECHO_BACKEND);
     let config = bed.config();
-    assert!(config.in_pod_cgroup, "the agent must sit inside the cgroup it redirects");
+    assert!(
+        config.in_pod_cgroup,
+        "the agent must sit inside the cgroup it redirects"
+    );
     let _agent = xtask::netlab::agent::Agent::start(&bed.topo, &config).expect("agent");
     // If the proxy's own upstream connect were redirected, it would come back to the
     // proxy and loop instead of reaching the server.
@@ -103,7 +126,11 @@ fn agent_inside_the_attached_cgroup_is_not_redirected_to_itself() {
         assert!(reply.ok(), "{:?}", reply.json);
         assert!(reply.reply().ends_with("got=hello"), "{:?}", reply.json);
     }
-    assert_eq!(bed.server.accepted().len(), 2, "exactly one upstream connect each");
+    assert_eq!(
+        bed.server.accepted().len(),
+        2,
+        "exactly one upstream connect each"
+    );
 }
 
 #[test]

@@ -27,7 +27,10 @@ impl ProbeServer {
     /// Every connection the server accepted so far (`accepted <peer>` lines).
     pub fn accepted(&self) -> Vec<String> {
         let lines = self.child.lines(super::Stream::Stdout);
-        lines.into_iter().filter(|l| l.starts_with("accepted")).collect()
+        lines
+            .into_iter()
+            .filter(|l| l.starts_with("accepted"))
+            .collect()
     }
 }
 

@@ -71,7 +71,12 @@ impl Bed {
         std::fs::write(backends.path().join("backends.yaml"), backends_yaml).expect("write");
         let bpffs = Bpffs::new().expect("bpffs");
         let server = ProbeServer::start(PROBE.as_ref(), &topo.ext, "[::]:8080").expect("server");
-        Bed { server, backends, bpffs, topo }
+        Bed {
+            server,
+            backends,
+            bpffs,
+            topo,
+        }
     }
 
     pub fn pin_dir(&self) -> PathBuf {
