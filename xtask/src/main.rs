@@ -45,7 +45,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Cmd::BuildEbpf { release: _ } => tasks::ebpf::build_ebpf().map(|_| ExitCode::SUCCESS),
         Cmd::Test { args } => tasks::test(&args),
-        Cmd::Demo => Ok(tasks::demo()),
+        Cmd::Demo => tasks::demo(),
         Cmd::Lint => tasks::lint(),
     };
     result.unwrap_or_else(|e| {

@@ -1,7 +1,10 @@
 //! The `cargo xtask` subcommands.
 
+mod demo;
 pub mod ebpf;
 pub mod toolchain;
+
+pub use demo::demo;
 
 use anyhow::{Context, Result, bail};
 use std::path::PathBuf;
@@ -70,14 +73,9 @@ fn target_dir() -> PathBuf {
 
 /// `cargo xtask test [-- args]`: the whole suite, including the root-only end-to-end tests.
 pub fn test(extra: &[String]) -> Result<ExitCode> {
-    // SAFETY: geteuid(2) has no preconditions and cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
-        bail!(
-            "the test suite loads eBPF programs and creates network namespaces: \
-             run it as root (sudo -E cargo xtask test)"
-        );
-    }
-    ebpf::build_ebpf()?;
+    require_root("the test suite loads eBPF programs and creates network namespaces")?;
+    // Formatting and clippy first: CI runs only this command.
+    let lint = lint()?;
     check_status(cargo().args(["build", "-p", "redirector"]))?;
     let bin = target_dir().join("debug/redirector");
     let status = status(
@@ -86,6 +84,10 @@ pub fn test(extra: &[String]) -> Result<ExitCode> {
             .args(extra)
             .env("REDIRECTOR_BIN", &bin),
     )?;
+    if lint != ExitCode::SUCCESS {
+        eprintln!("xtask test: the tests ran, but lint failed (see above)");
+        return Ok(lint);
+    }
     Ok(exit_code(status))
 }
 
@@ -118,8 +120,11 @@ pub fn lint() -> Result<ExitCode> {
     Ok(code)
 }
 
-/// `cargo xtask demo`: not written yet (it will drive `netlab::Topology`).
-pub fn demo() -> ExitCode {
-    eprintln!("demo: not yet implemented");
-    ExitCode::FAILURE
+/// Fails with `why` unless we run as root.
+fn require_root(why: &str) -> Result<()> {
+    // SAFETY: geteuid(2) has no preconditions and cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        bail!("{why}: run it as root (sudo -E cargo xtask ...)");
+    }
+    Ok(())
 }
