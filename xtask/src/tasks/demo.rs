@@ -44,12 +44,17 @@ pub fn demo() -> Result<ExitCode> {
         "    {} resolve to {EXT_V4} and {EXT_V6} (hosts files of pod and node)",
         NAMES.join(", ")
     );
+    // A second address on ext that no Backend declares.
+    let remote_if = topology.ext_link.remote.clone();
+    topology
+        .ext
+        .ip(["addr", "add", "10.200.2.3/24", "dev", &remote_if])?;
     let bpffs = Bpffs::new()?;
 
     step(
         "starting TCP servers in ext on :8080 (declared in deploy/examples) and :9090 (not declared)",
     );
-    let declared = ProbeServer::start(&probe_bin, &topology.ext, "[::]:8080")?;
+    let _declared = ProbeServer::start(&probe_bin, &topology.ext, "[::]:8080")?;
     let _undeclared = ProbeServer::start(&probe_bin, &topology.ext, "[::]:9090")?;
 
     step(&format!(
@@ -61,23 +66,27 @@ pub fn demo() -> Result<ExitCode> {
     let agent = Agent::start(&topology, &config)?;
     println!("    {}", agent.ready_line.trim());
 
-    let client =
-        |target: &str| probe::connect_from_pod(&probe_bin, &topology, target, "hello", &[]);
-    for (what, target) in [
-        ("declared hostname, IPv4", "echo.redirector.test:8080"),
-        ("declared hostname, IPv6", "[fd00:200:2::2]:8080"),
+    for (what, target, family) in [
+        ("declared hostname, IPv4", "echo.redirector.test:8080", "-4"),
+        ("declared hostname, IPv6", "echo.redirector.test:8080", "-6"),
         (
-            "declared host on an undeclared port",
+            "declared host, undeclared port",
             "echo.redirector.test:9090",
+            "-4",
         ),
+        ("an address no Backend declares", "10.200.2.3:8080", "-4"),
     ] {
-        step(&format!("pod: netprobe connect {target}   ({what})"));
-        show(&client(target)?)?;
+        step(&format!(
+            "pod: netprobe connect {target} {family}   ({what})"
+        ));
+        show(&probe::connect_from_pod(
+            &probe_bin,
+            &topology,
+            target,
+            "hello",
+            &[family],
+        )?)?;
     }
-    println!(
-        "    the :8080 server accepted {} connections, all from the node",
-        declared.accepted().len()
-    );
 
     step("stopping the agent (SIGTERM): it drains and exits 0; programs stay pinned");
     let finished = agent.terminate()?;
