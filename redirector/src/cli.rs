@@ -54,6 +54,10 @@ pub struct RunArgs {
     #[arg(long = "proxy-addr", value_name = "IP:PORT", required = true)]
     pub proxy_addrs: Vec<SocketAddr>,
 
+    /// Admin HTTP endpoint: /healthz, /readyz, /metrics.
+    #[arg(long, value_name = "IP:PORT", default_value = "127.0.0.1:15000")]
+    pub admin_addr: SocketAddr,
+
     #[command(flatten)]
     pub bpffs: BpffsArg,
 

@@ -7,7 +7,10 @@
 //! - `table.rs`          which Backend owns which (address, port)
 //! - `datapath/`         the eBPF side: load, attach, pin, adopt, sync maps
 //! - `proxy/`            accept (`proxy.rs`), match + forward (`proxy/connection.rs`)
+//! - `tls/`              TLS origination per Backend, ClientHello sniffing
+//! - `admin.rs`          /healthz, /readyz, /metrics
 
+mod admin;
 mod backend;
 mod check;
 mod cli;
@@ -16,6 +19,7 @@ mod proxy;
 mod resolver;
 mod run;
 mod table;
+mod tls;
 
 use std::process::ExitCode;
 

@@ -15,13 +15,17 @@ use redirector_common::ProxyConfig;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use prometheus_client::registry::Registry;
+
 use crate::{
-    backend::{self, Backend},
+    admin::{self, Admin, Readiness},
+    backend::{self, Catalog},
     cli::RunArgs,
     datapath::{self, Attachment, Datapath, MapSizes, PinLayout, endpoint},
     proxy::{self, ConnectionLimits, Shared, Stats},
     resolver::Resolver,
     table::{BackendTable, Entry},
+    tls::TlsOrigination,
 };
 
 /// At most this many hostnames are resolved at once.
@@ -41,8 +45,18 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     for problem in &catalog.problems {
         tracing::warn!("skipped: {problem}");
     }
-    let entries = resolve_all(catalog.backends).await?;
+    let entries = resolve_all(&catalog).await?;
     let table = BackendTable::new(entries);
+    let shutdown = CancellationToken::new();
+    let readiness = Arc::new(Readiness::default());
+    let stats = Stats::default();
+    let mut registry = Registry::with_prefix_and_labels("", std::iter::empty());
+    stats.register(&mut registry);
+    let admin = Admin {
+        registry,
+        readiness: readiness.clone(),
+    };
+    let admin_task = admin::serve(args.admin_addr, admin, shutdown.clone()).await?;
 
     let listeners = proxy::bind(&args.proxy_addrs)?;
     let layout = PinLayout::new(&args.bpffs.bpffs);
@@ -81,9 +95,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             idle_timeout: args.limits.idle_timeout,
             buffer_size: args.limits.buffer_size,
         },
-        stats: Stats::default(),
+        stats,
     });
-    let shutdown = CancellationToken::new();
     let server = tokio::spawn(proxy::serve(
         listeners,
         shared.clone(),
@@ -99,17 +112,15 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         programs_adopted = adopted,
         "ready: programs attached, Backends loaded, proxy listening"
     );
+    readiness.set_ready();
 
     signals.wait().await;
     tracing::info!("shutting down: no new connections; programs stay attached and pinned");
     shutdown.cancel();
     let cut = server.await.context("proxy task")?;
-    tracing::info!(
-        forwarded = shared.stats.forwarded_total(),
-        refused = %shared.stats.refusals_summary(),
-        cut_by_drain_timeout = cut,
-        "stopped"
-    );
+    let _ = admin_task.await;
+    let (forwarded, refused) = shared.stats.totals();
+    tracing::info!(forwarded, refused, cut_by_drain_timeout = cut, "stopped");
     Ok(())
 }
 
@@ -142,13 +153,18 @@ fn proxy_config(addrs: &[SocketAddr]) -> anyhow::Result<ProxyConfig> {
     Ok(config)
 }
 
-/// Resolves every Backend, a bounded number at a time. A Backend whose name does not
-/// resolve is kept without addresses (nothing to redirect) and logged.
-async fn resolve_all(backends: Vec<Backend>) -> anyhow::Result<Vec<Entry>> {
+/// Resolves every Backend, a bounded number at a time, and builds its TLS origination. A
+/// Backend whose name does not resolve is kept without addresses (nothing to redirect);
+/// one whose TLS settings are unusable is kept too, and its connections are refused.
+async fn resolve_all(catalog: &Catalog) -> anyhow::Result<Vec<Entry>> {
     let resolver = Arc::new(Resolver::from_system()?);
     let semaphore = Arc::new(tokio::sync::Semaphore::new(RESOLVE_CONCURRENCY));
     let mut tasks = JoinSet::new();
-    for backend in backends {
+    for backend in catalog.backends.iter().cloned() {
+        let origination = TlsOrigination::for_backend(&backend, catalog);
+        if let Err(error) = &origination {
+            tracing::warn!(backend = %backend.key, %error, "TLS settings unusable: its connections will be refused");
+        }
         let resolver = resolver.clone();
         let semaphore = semaphore.clone();
         tasks.spawn(async move {
@@ -161,7 +177,7 @@ async fn resolve_all(backends: Vec<Backend>) -> anyhow::Result<Vec<Entry>> {
                 }
             };
             tracing::info!(backend = %backend.key, hostname = backend.hostname, port = backend.port, ?addresses, "Backend loaded");
-            Entry { backend, addresses }
+            Entry { backend, addresses, origination }
         });
     }
     let mut entries = Vec::new();

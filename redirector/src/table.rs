@@ -18,6 +18,7 @@ use redirector_common::Endpoint;
 use crate::{
     backend::{Backend, ObjectKey},
     datapath::endpoint,
+    tls::{TlsConfigError, TlsOrigination},
 };
 
 /// Stable id of a Backend in the datapath.
@@ -39,11 +40,14 @@ impl BackendId {
     }
 }
 
-/// One Backend and the addresses it currently resolves to.
+/// One Backend, the addresses it currently resolves to, and its TLS origination
+/// (`Ok(None)`: bytes pass unchanged; `Err`: its TLS settings are unusable and its
+/// connections are refused).
 #[derive(Debug, Clone)]
 pub struct Entry {
     pub backend: Backend,
     pub addresses: Vec<IpAddr>,
+    pub origination: Result<Option<Arc<TlsOrigination>>, TlsConfigError>,
 }
 
 /// Why the proxy has no usable Backend for a connection record.

@@ -4,12 +4,16 @@ use std::{io, net::SocketAddr, os::fd::AsFd, sync::Arc, time::Duration};
 
 use redirector_common::Redirect;
 use tokio::net::{TcpSocket, TcpStream};
+use tokio_rustls::TlsConnector;
 
 use super::{Refusal, Shared, splice::splice};
 use crate::{
-    backend::TlsMode,
     datapath::endpoint,
     table::{BackendId, Entry, LookupError},
+    tls::{
+        HandshakeFailure, TlsOrigination,
+        sniff::{self, FirstBytesGuard, OpeningRule},
+    },
 };
 
 /// How often, and how long apart, the record is looked for. The datapath writes it
@@ -17,53 +21,151 @@ use crate::{
 const RECORD_ATTEMPTS: u32 = 5;
 const RECORD_RETRY: Duration = Duration::from_millis(2);
 
+/// A refusal and what to say about it.
+struct Refused {
+    reason: Refusal,
+    detail: String,
+}
+
+impl Refused {
+    fn new(reason: Refusal, detail: impl Into<String>) -> Self {
+        Self {
+            reason,
+            detail: detail.into(),
+        }
+    }
+}
+
 pub async fn handle(shared: Arc<Shared>, client: TcpStream, peer: SocketAddr) {
     let (entry, original) = match route(&shared, peer).await {
         Ok(routed) => routed,
-        Err((reason, detail)) => {
-            shared.stats.refused(reason);
-            // A stray connect to the proxy port is routine noise; everything else is
-            // something an operator can act on.
-            if reason == Refusal::NoRecord {
-                tracing::debug!(%peer, "closed: {detail}");
+        Err(refused) => {
+            shared.stats.refused(None, refused.reason);
+            // A stray connect to the proxy port is routine noise; the rest is something
+            // an operator can act on.
+            if refused.reason == Refusal::NoRecord {
+                tracing::debug!(%peer, "closed: {}", refused.detail);
             } else {
-                tracing::warn!(%peer, reason = reason.as_str(), "refused: {detail}");
+                tracing::warn!(%peer, reason = refused.reason.as_str(), "refused: {}", refused.detail);
             }
             return;
         }
     };
-    let backend = &entry.backend.key;
-    let limits = shared.limits;
-    let mut upstream = match connect_upstream(&shared, original, limits.connect_timeout).await {
-        Ok(upstream) => upstream,
-        Err(error) => {
-            shared.stats.refused(Refusal::UpstreamConnect);
-            tracing::warn!(%peer, %backend, %original, %error, "cannot connect to the original destination");
-            return;
-        }
-    };
-    let _ = client.set_nodelay(true);
-    shared.stats.forwarded();
-    tracing::debug!(%peer, %backend, %original, "forwarding");
-    let mut client = client;
-    match splice(
-        &mut client,
-        &mut upstream,
-        limits.buffer_size,
-        limits.idle_timeout,
-    )
-    .await
-    {
-        Ok(moved) => tracing::debug!(
-            %peer, %backend,
-            sent = moved.client_to_upstream, received = moved.upstream_to_client,
-            "connection finished"
-        ),
-        Err(error) => tracing::debug!(%peer, %backend, %error, "connection ended with an error"),
+    let backend = entry.backend.key.to_string();
+    if let Err(refused) = forward(&shared, &entry, client, original).await {
+        shared.stats.refused(Some(&backend), refused.reason);
+        tracing::warn!(
+            %peer, %backend, %original, reason = refused.reason.as_str(),
+            "refused: {}", refused.detail
+        );
     }
 }
 
-type Refused = (Refusal, String);
+/// Connects to the original destination as the Backend says and copies both ways.
+async fn forward(
+    shared: &Shared,
+    entry: &Entry,
+    client: TcpStream,
+    original: SocketAddr,
+) -> Result<(), Refused> {
+    let limits = shared.limits;
+    let backend = &entry.backend;
+    let origination = match &entry.origination {
+        Ok(origination) => origination.clone(),
+        Err(error) => {
+            return Err(Refused::new(
+                Refusal::TlsConfig,
+                format!("Backend {} has unusable TLS settings: {error}", backend.key),
+            ));
+        }
+    };
+    let upstream = connect_upstream(shared, original, limits.connect_timeout)
+        .await
+        .map_err(|error| {
+            Refused::new(Refusal::UpstreamConnect, format!("cannot connect: {error}"))
+        })?;
+    let _ = client.set_nodelay(true);
+    let key = backend.key.to_string();
+    let (result, _active) = match origination {
+        None => {
+            let rule = OpeningRule::SniMustBe(backend.hostname.clone());
+            let mut client = FirstBytesGuard::new(client, rule);
+            let mut upstream = upstream;
+            let active = shared.stats.forwarded(&key);
+            (
+                splice(
+                    &mut client,
+                    &mut upstream,
+                    limits.buffer_size,
+                    limits.idle_timeout,
+                )
+                .await,
+                active,
+            )
+        }
+        Some(tls) => {
+            let mut upstream = handshake(&tls, upstream, limits.connect_timeout).await?;
+            let mut client = FirstBytesGuard::new(client, OpeningRule::Plaintext);
+            let active = shared.stats.forwarded(&key);
+            (
+                splice(
+                    &mut client,
+                    &mut upstream,
+                    limits.buffer_size,
+                    limits.idle_timeout,
+                )
+                .await,
+                active,
+            )
+        }
+    };
+    match result {
+        Ok(moved) => {
+            tracing::debug!(%key, sent = moved.client_to_upstream, received = moved.upstream_to_client, "finished");
+            Ok(())
+        }
+        Err(error) => match sniff::refusal(&error) {
+            Some(refused) => Err(Refused::new(Refusal::ClientOpening, refused.to_string())),
+            None => {
+                tracing::debug!(%key, %error, "connection ended with an error");
+                Ok(())
+            }
+        },
+    }
+}
+
+/// The TLS handshake with the upstream. Nothing from the client has been read yet, so
+/// no plaintext can reach the network before it completes.
+async fn handshake(
+    tls: &TlsOrigination,
+    tcp: TcpStream,
+    timeout: Duration,
+) -> Result<tokio_rustls::client::TlsStream<TcpStream>, Refused> {
+    let connector = TlsConnector::from(tls.config.clone());
+    let handshake = connector.connect(tls.server_name.clone(), tcp);
+    match tokio::time::timeout(timeout, handshake).await {
+        Ok(Ok(stream)) => Ok(stream),
+        Ok(Err(error)) => {
+            let failure = HandshakeFailure::classify(&error);
+            Err(Refused::new(
+                Refusal::Handshake(failure),
+                format!(
+                    "TLS handshake with SNI {:?} failed ({}): {error}",
+                    server_name(tls),
+                    failure.as_str()
+                ),
+            ))
+        }
+        Err(_) => Err(Refused::new(
+            Refusal::Handshake(HandshakeFailure::Other),
+            format!("TLS handshake timed out after {timeout:?}"),
+        )),
+    }
+}
+
+fn server_name(tls: &TlsOrigination) -> String {
+    tls.server_name.to_str().into_owned()
+}
 
 /// Finds the Backend and original destination of the connection from `peer`.
 async fn route(shared: &Shared, peer: SocketAddr) -> Result<(Arc<Entry>, SocketAddr), Refused> {
@@ -73,21 +175,9 @@ async fn route(shared: &Shared, peer: SocketAddr) -> Result<(Arc<Entry>, SocketA
         .table()
         .lookup(BackendId(record.backend_id), &record.original)
         .map_err(|error| match error {
-            LookupError::Ambiguous { .. } => (Refusal::Ambiguous, error.to_string()),
-            LookupError::Unknown(_) => (Refusal::UnknownBackend, error.to_string()),
+            LookupError::Ambiguous { .. } => Refused::new(Refusal::Ambiguous, error.to_string()),
+            LookupError::Unknown(_) => Refused::new(Refusal::UnknownBackend, error.to_string()),
         })?;
-    if let Some(tls) = &entry.backend.tls
-        && tls.mode != TlsMode::None
-    {
-        return Err((
-            Refusal::TlsNotImplemented,
-            format!(
-                "Backend {} asks for TLS origination (spec.tls.mode {:?}), which this \
-                 version does not implement; refusing rather than sending plaintext to {original}",
-                entry.backend.key, tls.mode
-            ),
-        ));
-    }
     Ok((entry, original))
 }
 
@@ -97,13 +187,17 @@ async fn take_record(shared: &Shared, peer: SocketAddr) -> Result<Redirect, Refu
             Ok(Some(record)) => return Ok(record),
             Ok(None) if attempt < RECORD_ATTEMPTS => tokio::time::sleep(RECORD_RETRY).await,
             Ok(None) => break,
-            Err(error) => return Err((Refusal::Datapath, format!("reading the record: {error}"))),
+            Err(error) => {
+                return Err(Refused::new(
+                    Refusal::Datapath,
+                    format!("reading the record: {error}"),
+                ));
+            }
         }
     }
-    Err((
+    Err(Refused::new(
         Refusal::NoRecord,
-        "no datapath record: this connection was not redirected, and the proxy is not a relay"
-            .to_owned(),
+        "no datapath record: this connection was not redirected, and the proxy is not a relay",
     ))
 }
 
@@ -126,7 +220,7 @@ async fn connect_upstream(
     connected.map_err(|_| {
         io::Error::new(
             io::ErrorKind::TimedOut,
-            format!("connect timed out after {timeout:?}"),
+            format!("timed out after {timeout:?}"),
         )
     })?
 }

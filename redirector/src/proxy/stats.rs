@@ -1,7 +1,12 @@
-//! Connection counters. (Exported as Prometheus metrics by the admin endpoint later;
-//! for now logged at shutdown.)
+//! Connection counters, exported by the admin endpoint as Prometheus metrics.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use prometheus_client::{
+    encoding::EncodeLabelSet,
+    metrics::{counter::Counter, family::Family, gauge::Gauge},
+    registry::Registry,
+};
+
+use crate::tls::HandshakeFailure;
 
 /// Why a connection was closed without being forwarded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -12,8 +17,13 @@ pub enum Refusal {
     Ambiguous,
     /// The record names a Backend that no longer exists.
     UnknownBackend,
-    /// The Backend requires TLS origination, which this version does not do.
-    TlsNotImplemented,
+    /// The Backend's TLS settings cannot be used (missing or bad CA, client certificate).
+    TlsConfig,
+    /// The TLS handshake with the upstream failed.
+    Handshake(HandshakeFailure),
+    /// The client's first bytes broke the Backend's rule (TLS towards a TLS-originating
+    /// Backend, or the wrong SNI).
+    ClientOpening,
     /// The original destination could not be reached.
     UpstreamConnect,
     /// The datapath record could not be read.
@@ -21,56 +31,105 @@ pub enum Refusal {
 }
 
 impl Refusal {
-    const ALL: [Refusal; 6] = [
-        Refusal::NoRecord,
-        Refusal::Ambiguous,
-        Refusal::UnknownBackend,
-        Refusal::TlsNotImplemented,
-        Refusal::UpstreamConnect,
-        Refusal::Datapath,
-    ];
-
     pub fn as_str(self) -> &'static str {
         match self {
             Refusal::NoRecord => "no_record",
             Refusal::Ambiguous => "ambiguous",
             Refusal::UnknownBackend => "unknown_backend",
-            Refusal::TlsNotImplemented => "tls_not_implemented",
+            Refusal::TlsConfig => "tls_config",
+            Refusal::Handshake(_) => "tls_handshake",
+            Refusal::ClientOpening => "client_opening",
             Refusal::UpstreamConnect => "upstream_connect",
             Refusal::Datapath => "datapath",
         }
     }
 }
 
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BackendLabel {
+    backend: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BackendReason {
+    backend: String,
+    reason: String,
+}
+
 #[derive(Debug, Default)]
 pub struct Stats {
-    forwarded: AtomicU64,
-    refused: [AtomicU64; Refusal::ALL.len()],
+    forwarded: Family<BackendLabel, Counter>,
+    active: Family<BackendLabel, Gauge>,
+    refused: Family<BackendReason, Counter>,
+    handshake_failures: Family<BackendReason, Counter>,
+    forwarded_all: Counter,
+    refused_all: Counter,
 }
 
 impl Stats {
-    pub fn forwarded(&self) {
-        self.forwarded.fetch_add(1, Ordering::Relaxed);
+    pub fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "redirector_connections_forwarded",
+            "Connections forwarded to a Backend",
+            self.forwarded.clone(),
+        );
+        registry.register(
+            "redirector_connections_active",
+            "Connections being forwarded now",
+            self.active.clone(),
+        );
+        registry.register(
+            "redirector_connections_refused",
+            "Connections closed without forwarding, by Backend (\"-\" if none) and reason",
+            self.refused.clone(),
+        );
+        registry.register(
+            "redirector_tls_handshake_failures",
+            "Failed TLS handshakes with Backends, by reason",
+            self.handshake_failures.clone(),
+        );
     }
 
-    pub fn refused(&self, reason: Refusal) {
-        self.refused[reason as usize].fetch_add(1, Ordering::Relaxed);
+    pub fn forwarded(&self, backend: &str) -> ActiveGuard {
+        let label = BackendLabel {
+            backend: backend.to_owned(),
+        };
+        self.forwarded.get_or_create(&label).inc();
+        self.forwarded_all.inc();
+        let gauge = self.active.get_or_create(&label).clone();
+        gauge.inc();
+        ActiveGuard(gauge)
     }
 
-    pub fn forwarded_total(&self) -> u64 {
-        self.forwarded.load(Ordering::Relaxed)
+    /// `backend` is `None` when the connection could not be tied to a Backend.
+    pub fn refused(&self, backend: Option<&str>, reason: Refusal) {
+        let backend = backend.unwrap_or("-").to_owned();
+        if let Refusal::Handshake(failure) = reason {
+            let labels = BackendReason {
+                backend: backend.clone(),
+                reason: failure.as_str().to_owned(),
+            };
+            self.handshake_failures.get_or_create(&labels).inc();
+        }
+        let labels = BackendReason {
+            backend,
+            reason: reason.as_str().to_owned(),
+        };
+        self.refused.get_or_create(&labels).inc();
+        self.refused_all.inc();
     }
 
-    pub fn refused_total(&self, reason: Refusal) -> u64 {
-        self.refused[reason as usize].load(Ordering::Relaxed)
+    /// Totals for the shutdown log line.
+    pub fn totals(&self) -> (u64, u64) {
+        (self.forwarded_all.get(), self.refused_all.get())
     }
+}
 
-    /// `no_record=3 ambiguous=0 ...`, for the shutdown log line.
-    pub fn refusals_summary(&self) -> String {
-        let parts: Vec<String> = Refusal::ALL
-            .iter()
-            .map(|r| format!("{}={}", r.as_str(), self.refused_total(*r)))
-            .collect();
-        parts.join(" ")
+/// Decrements the active-connections gauge when the connection ends.
+pub struct ActiveGuard(Gauge);
+
+impl Drop for ActiveGuard {
+    fn drop(&mut self) {
+        self.0.dec();
     }
 }

@@ -11,6 +11,7 @@ fn entry(namespace: &str, name: &str, port: u16, addresses: &[&str]) -> Entry {
             tls: None,
         },
         addresses: addresses.iter().map(|a| a.parse().unwrap()).collect(),
+        origination: Ok(None),
     }
 }
 

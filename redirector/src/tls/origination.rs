@@ -1,0 +1,130 @@
+//! The rustls client side of one Backend.
+
+use std::sync::Arc;
+
+use rustls::{ClientConfig, RootCertStore};
+use rustls_pki_types::ServerName;
+
+use super::{material, verifier::BackendVerifier};
+use crate::backend::{Backend, BackendTls, CaSource, Catalog, Protocol, TlsMode};
+
+/// Why a Backend's TLS settings cannot be used. The Backend's connections are refused
+/// (never sent in plaintext) and the reason is logged; other Backends are unaffected.
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+pub enum TlsConfigError {
+    #[error("{object} (referenced by the Backend) does not exist")]
+    MissingObject { object: String },
+    #[error("{object} has no key {key:?}")]
+    MissingKey { object: String, key: String },
+    #[error("{origin}: not usable PEM: {reason}")]
+    BadPem { origin: String, reason: String },
+    #[error("spec.tls.validation.hostname {hostname:?} is not a valid SNI name")]
+    BadHostname { hostname: String },
+    #[error("CA bundle: {0}")]
+    BadRoots(String),
+    #[error("client certificate: {0}")]
+    BadClientCertificate(String),
+    #[error("TLS configuration: {0}")]
+    Rustls(String),
+}
+
+/// Everything needed to originate TLS for one Backend, shared by its connections.
+#[derive(Debug)]
+pub struct TlsOrigination {
+    pub config: Arc<ClientConfig>,
+    /// The SNI sent: `spec.tls.validation.hostname`.
+    pub server_name: ServerName<'static>,
+}
+
+impl TlsOrigination {
+    /// `Ok(None)` when the Backend does not ask for TLS origination (`tls` absent or
+    /// `mode: None`).
+    pub fn for_backend(
+        backend: &Backend,
+        catalog: &Catalog,
+    ) -> Result<Option<Arc<Self>>, TlsConfigError> {
+        match &backend.tls {
+            Some(tls) if tls.mode != TlsMode::None => {
+                build(tls, backend.protocol, catalog).map(|o| Some(Arc::new(o)))
+            }
+            _ => Ok(None),
+        }
+    }
+}
+
+fn build(
+    tls: &BackendTls,
+    protocol: Protocol,
+    catalog: &Catalog,
+) -> Result<TlsOrigination, TlsConfigError> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let server_name =
+        ServerName::try_from(tls.hostname.clone()).map_err(|_| TlsConfigError::BadHostname {
+            hostname: tls.hostname.clone(),
+        })?;
+    let verifier = BackendVerifier::new(
+        roots(tls, catalog)?,
+        tls.subject_alt_names.clone(),
+        provider.clone(),
+    );
+    let builder = ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| TlsConfigError::Rustls(e.to_string()))?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(verifier));
+    let mut config = match (&tls.mode, &tls.client_certificate) {
+        (TlsMode::ClientAndServer, Some(secret)) => {
+            let source = || material::describe(secret);
+            let chain = material::certificates(
+                material::lookup(catalog, secret, material::CERT_KEY)?,
+                source,
+            )?;
+            let key = material::private_key(
+                material::lookup(catalog, secret, material::PRIVATE_KEY_KEY)?,
+                source,
+            )?;
+            builder
+                .with_client_auth_cert(chain, key)
+                .map_err(|e| TlsConfigError::BadClientCertificate(format!("{}: {e}", source())))?
+        }
+        _ => builder.with_no_client_auth(),
+    };
+    config.alpn_protocols = alpn(protocol);
+    // Session resumption is on by default (in-memory, 256 sessions per Backend).
+    Ok(TlsOrigination {
+        config: Arc::new(config),
+        server_name,
+    })
+}
+
+fn roots(tls: &BackendTls, catalog: &Catalog) -> Result<Arc<RootCertStore>, TlsConfigError> {
+    let mut roots = RootCertStore::empty();
+    match &tls.ca {
+        // "System": the Mozilla root program as compiled into webpki-roots, the same on
+        // every node whatever its distribution ships.
+        CaSource::System => roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned()),
+        CaSource::Refs(refs) => {
+            for reference in refs {
+                let pem = material::lookup(catalog, reference, material::CA_KEY)?;
+                let source =
+                    || format!("{} key {}", material::describe(reference), material::CA_KEY);
+                for certificate in material::certificates(pem, source)? {
+                    roots
+                        .add(certificate)
+                        .map_err(|e| TlsConfigError::BadRoots(format!("{}: {e}", source())))?;
+                }
+            }
+        }
+    }
+    Ok(Arc::new(roots))
+}
+
+/// What the proxy offers in ALPN. Only the offer: HTTP awareness comes later.
+fn alpn(protocol: Protocol) -> Vec<Vec<u8>> {
+    match protocol {
+        Protocol::Http | Protocol::Http11 | Protocol::Mcp => vec![b"http/1.1".to_vec()],
+        Protocol::Http2 => vec![b"h2".to_vec()],
+        // H2C is cleartext HTTP/2 by definition; TCP is opaque bytes.
+        Protocol::H2c | Protocol::Tcp => Vec::new(),
+    }
+}
