@@ -15,3 +15,6 @@ mod verifier;
 
 pub use failure::HandshakeFailure;
 pub use origination::{TlsConfigError, TlsOrigination};
+
+#[cfg(test)]
+mod tests;

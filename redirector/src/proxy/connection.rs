@@ -124,9 +124,15 @@ async fn forward(
             tracing::debug!(%key, sent = moved.client_to_upstream, received = moved.upstream_to_client, "finished");
             Ok(())
         }
-        Err(error) => match sniff::refusal(&error) {
-            Some(refused) => Err(Refused::new(Refusal::ClientOpening, refused.to_string())),
-            None => {
+        Err(error) => match (sniff::refusal(&error), HandshakeFailure::classify(&error)) {
+            (Some(refused), _) => Err(Refused::new(Refusal::ClientOpening, refused.to_string())),
+            // With TLS 1.3 the server judges our client certificate after our side of the
+            // handshake is done, so its refusal arrives as the first thing we read.
+            (None, HandshakeFailure::RejectedByServer) => Err(Refused::new(
+                Refusal::Handshake(HandshakeFailure::RejectedByServer),
+                format!("the server rejected the handshake (client certificate?): {error}"),
+            )),
+            (None, _) => {
                 tracing::debug!(%key, %error, "connection ended with an error");
                 Ok(())
             }

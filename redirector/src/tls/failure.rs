@@ -26,7 +26,11 @@ impl HandshakeFailure {
         };
         match tls {
             Error::InvalidCertificate(certificate) => match certificate {
-                CertificateError::UnknownIssuer => HandshakeFailure::UnknownCa,
+                // A certificate naming one of our CAs as issuer but not signed by it is
+                // as untrusted as one from an unknown CA.
+                CertificateError::UnknownIssuer | CertificateError::BadSignature => {
+                    HandshakeFailure::UnknownCa
+                }
                 CertificateError::NotValidForName
                 | CertificateError::NotValidForNameContext { .. } => HandshakeFailure::NameMismatch,
                 CertificateError::Expired | CertificateError::ExpiredContext { .. } => {
