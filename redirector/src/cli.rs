@@ -63,6 +63,27 @@ pub struct RunArgs {
 
     #[command(flatten)]
     pub limits: Limits,
+
+    #[command(flatten)]
+    pub dns: DnsArgs,
+}
+
+/// How Backend hostnames are kept resolved.
+#[derive(Debug, Clone, Args)]
+pub struct DnsArgs {
+    /// Shortest time between resolutions of a name (TTLs below are raised to it; also
+    /// the refresh period of /etc/hosts entries and the retry after a failure).
+    #[arg(long, value_parser = parse_duration, default_value = "5s")]
+    pub dns_min_ttl: Duration,
+
+    /// Longest time an answer is used before resolving again.
+    #[arg(long, value_parser = parse_duration, default_value = "1h")]
+    pub dns_max_ttl: Duration,
+
+    /// How long an address that left the DNS answers stays redirected, for clients that
+    /// still hold the old answer.
+    #[arg(long, value_parser = parse_duration, default_value = "60s")]
+    pub dns_grace: Duration,
 }
 
 #[derive(Debug, Args)]

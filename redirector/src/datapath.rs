@@ -19,7 +19,7 @@ use aya::{
         links::{FdLink, PinnedLink},
     },
 };
-pub use maps::{AgentSockets, BackendMap, PendingRecords};
+pub use maps::{AgentSockets, BackendMap, PendingRecords, SyncStats};
 pub use pins::PinLayout;
 use redirector_common::{ProxyConfig, map_names, program_names};
 

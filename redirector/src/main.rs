@@ -3,6 +3,8 @@
 //! Where things happen:
 //! - `run.rs`            the agent wired together (load, resolve, listen, attach, serve)
 //! - `backend/`          XBackend YAML -> validated `Backend`s
+//! - `watch.rs`          Backend directories -> new catalogs on every change
+//! - `reconcile.rs`      catalogs + DNS -> the proxy's table and the datapath map, by diff
 //! - `resolver.rs`       hostnames -> addresses
 //! - `table.rs`          which Backend owns which (address, port)
 //! - `datapath/`         the eBPF side: load, attach, pin, adopt, sync maps
@@ -16,10 +18,12 @@ mod check;
 mod cli;
 mod datapath;
 mod proxy;
+mod reconcile;
 mod resolver;
 mod run;
 mod table;
 mod tls;
+mod watch;
 
 use std::process::ExitCode;
 

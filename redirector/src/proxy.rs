@@ -43,7 +43,7 @@ pub struct Shared {
 }
 
 impl Shared {
-    fn table(&self) -> Arc<BackendTable> {
+    pub fn table(&self) -> Arc<BackendTable> {
         self.table.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 }

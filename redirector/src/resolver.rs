@@ -5,7 +5,7 @@
 //! Addresses that point into the node itself (loopback, link-local, unspecified) are
 //! dropped: a Backend must never become a way to reach the node's own services.
 
-use std::{net::IpAddr, time::Duration};
+use std::{net::IpAddr, sync::Arc, time::Duration};
 
 use hickory_resolver::{
     Hosts, Name, TokioResolver,
@@ -31,11 +31,21 @@ pub enum ResolverError {
     OnlyRefused { hostname: String, refused: String },
 }
 
+/// Cheap to clone: the DNS client is shared, the hosts file snapshot is an `Arc`.
+#[derive(Clone)]
 pub struct Resolver {
-    /// `/etc/hosts` as read when the resolver was made.
-    hosts: Hosts,
+    /// `/etc/hosts` as read when the resolver was made (or last [`Resolver::reread_hosts`]).
+    hosts: Arc<Hosts>,
     /// DNS only; the hosts file is consulted first, by us.
     dns: TokioResolver,
+}
+
+/// The usable addresses of a name, and how long the answer may be cached (`None`: from
+/// the hosts file, which has no TTL).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolution {
+    pub addresses: Vec<IpAddr>,
+    pub ttl: Option<Duration>,
 }
 
 impl Resolver {
@@ -46,14 +56,21 @@ impl Resolver {
         options.use_hosts_file = ResolveHosts::Never;
         options.timeout = Duration::from_secs(2);
         options.attempts = 2;
-        let hosts = Hosts::from_system().unwrap_or_else(|error| {
-            tracing::warn!(%error, "cannot read /etc/hosts; using DNS only");
-            Hosts::default()
-        });
+        // One cache, with TTL clamping and grace: the reconciler's. A second one here
+        // would only delay changes.
+        options.cache_size = 0;
         Ok(Self {
-            hosts,
+            hosts: Arc::new(read_hosts()),
             dns: builder.build(),
         })
+    }
+
+    /// The same resolver with `/etc/hosts` read again (once per refresh round).
+    pub fn reread_hosts(&self) -> Self {
+        Self {
+            hosts: Arc::new(read_hosts()),
+            dns: self.dns.clone(),
+        }
     }
 
     /// Like glibc's `files` source: when the hosts file knows the name, its entries (of
@@ -75,7 +92,7 @@ impl Resolver {
     }
 
     /// The usable addresses of `hostname`, sorted; an error if there are none.
-    pub async fn resolve(&self, hostname: &str) -> Result<Vec<IpAddr>, ResolverError> {
+    pub async fn resolve(&self, hostname: &str) -> Result<Resolution, ResolverError> {
         // A trailing dot makes the name absolute so search domains are not tried: a
         // Backend names one exact host.
         let name =
@@ -86,6 +103,7 @@ impl Resolver {
                 }
             })?;
         let mut found = self.hosts_file_answer(&name);
+        let mut ttl = None;
         if found.is_empty() {
             let lookup =
                 self.dns
@@ -95,6 +113,11 @@ impl Resolver {
                         hostname: hostname.to_owned(),
                         source,
                     })?;
+            ttl = Some(
+                lookup
+                    .valid_until()
+                    .saturating_duration_since(std::time::Instant::now()),
+            );
             found = lookup.iter().collect();
         }
         let (mut usable, refused): (Vec<IpAddr>, Vec<IpAddr>) =
@@ -115,8 +138,18 @@ impl Resolver {
                 "ignoring loopback/link-local/unspecified addresses"
             );
         }
-        Ok(usable)
+        Ok(Resolution {
+            addresses: usable,
+            ttl,
+        })
     }
+}
+
+fn read_hosts() -> Hosts {
+    Hosts::from_system().unwrap_or_else(|error| {
+        tracing::warn!(%error, "cannot read /etc/hosts; using DNS only");
+        Hosts::default()
+    })
 }
 
 /// Whether `ip` may be a Backend address.

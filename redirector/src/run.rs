@@ -12,24 +12,22 @@ use std::{
 
 use anyhow::{Context, bail};
 use redirector_common::ProxyConfig;
-use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use prometheus_client::registry::Registry;
+use tokio::sync::mpsc;
 
 use crate::{
     admin::{self, Admin, Readiness},
-    backend::{self, Catalog},
+    backend,
     cli::RunArgs,
     datapath::{self, Attachment, Datapath, MapSizes, PinLayout, endpoint},
     proxy::{self, ConnectionLimits, Shared, Stats},
+    reconcile::{DnsSettings, ReconcileMetrics, Reconciler},
     resolver::Resolver,
-    table::{BackendTable, Entry},
-    tls::TlsOrigination,
+    table::BackendTable,
+    watch,
 };
-
-/// At most this many hostnames are resolved at once.
-const RESOLVE_CONCURRENCY: usize = 32;
 
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     // Installed first: a SIGTERM that arrives right after the ready line must drain, not
@@ -40,18 +38,16 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         Some(path) => path.clone(),
         None => cgroup2_root().context("finding the cgroup2 mount (pass --cgroup)")?,
     };
-
+    let resolver = Resolver::from_system()?;
     let catalog = backend::load(&args.backends)?;
-    for problem in &catalog.problems {
-        tracing::warn!("skipped: {problem}");
-    }
-    let entries = resolve_all(&catalog).await?;
-    let table = BackendTable::new(entries);
+
     let shutdown = CancellationToken::new();
     let readiness = Arc::new(Readiness::default());
     let stats = Stats::default();
-    let mut registry = Registry::with_prefix_and_labels("", std::iter::empty());
+    let reconcile_metrics = Arc::new(ReconcileMetrics::default());
+    let mut registry = Registry::default();
     stats.register(&mut registry);
+    reconcile_metrics.register(&mut registry);
     let admin = Admin {
         registry,
         readiness: readiness.clone(),
@@ -65,7 +61,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         connections: args.limits.max_connections,
     };
     let Datapath {
-        mut backends,
+        backends,
         pending,
         agent_sockets,
         attachments,
@@ -75,21 +71,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         .iter()
         .filter(|(_, a)| *a == Attachment::Adopted)
         .count();
-    let synced = backends
-        .sync(table.endpoints())
-        .context("writing Backend addresses to the datapath")?;
-    tracing::info!(
-        added = synced.added,
-        changed = synced.changed,
-        removed = synced.removed,
-        "Backend address map synced"
-    );
 
-    let backend_count = table.entries().count();
     let shared = Arc::new(Shared {
         pending,
         agent_sockets,
-        table: RwLock::new(Arc::new(table)),
+        table: RwLock::new(Arc::new(BackendTable::default())),
         limits: ConnectionLimits {
             connect_timeout: args.limits.connect_timeout,
             idle_timeout: args.limits.idle_timeout,
@@ -97,6 +83,25 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         },
         stats,
     });
+    let dns = DnsSettings {
+        min_ttl: args.dns.dns_min_ttl,
+        max_ttl: args.dns.dns_max_ttl,
+        grace: args.dns.dns_grace,
+    };
+    let mut reconciler =
+        Reconciler::new(backends, shared.clone(), resolver, dns, reconcile_metrics);
+    // Before accepting: redirected connects (adopted pins may already send some) queue in
+    // the listen backlog until their Backends are known.
+    let synced = reconciler
+        .apply_catalog(catalog)
+        .await
+        .context("writing Backend addresses to the datapath")?;
+    let (catalogs_tx, catalogs_rx) = mpsc::channel(1);
+    let _watch = watch::spawn(args.backends.clone(), catalogs_tx, shutdown.clone())
+        .context("watching the Backend directories")?;
+    let reconciling = tokio::spawn(reconciler.run(catalogs_rx, shutdown.clone()));
+
+    let backend_count = shared.table().entries().count();
     let server = tokio::spawn(proxy::serve(
         listeners,
         shared.clone(),
@@ -119,6 +124,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     shutdown.cancel();
     let cut = server.await.context("proxy task")?;
     let _ = admin_task.await;
+    let _ = reconciling.await;
     let (forwarded, refused) = shared.stats.totals();
     tracing::info!(forwarded, refused, cut_by_drain_timeout = cut, "stopped");
     Ok(())
@@ -151,40 +157,6 @@ fn proxy_config(addrs: &[SocketAddr]) -> anyhow::Result<ProxyConfig> {
         }
     }
     Ok(config)
-}
-
-/// Resolves every Backend, a bounded number at a time, and builds its TLS origination. A
-/// Backend whose name does not resolve is kept without addresses (nothing to redirect);
-/// one whose TLS settings are unusable is kept too, and its connections are refused.
-async fn resolve_all(catalog: &Catalog) -> anyhow::Result<Vec<Entry>> {
-    let resolver = Arc::new(Resolver::from_system()?);
-    let semaphore = Arc::new(tokio::sync::Semaphore::new(RESOLVE_CONCURRENCY));
-    let mut tasks = JoinSet::new();
-    for backend in catalog.backends.iter().cloned() {
-        let origination = TlsOrigination::for_backend(&backend, catalog);
-        if let Err(error) = &origination {
-            tracing::warn!(backend = %backend.key, %error, "TLS settings unusable: its connections will be refused");
-        }
-        let resolver = resolver.clone();
-        let semaphore = semaphore.clone();
-        tasks.spawn(async move {
-            let _permit = semaphore.acquire().await;
-            let addresses = match resolver.resolve(&backend.hostname).await {
-                Ok(addresses) => addresses,
-                Err(error) => {
-                    tracing::warn!(backend = %backend.key, %error, "no addresses; not redirected");
-                    Vec::new()
-                }
-            };
-            tracing::info!(backend = %backend.key, hostname = backend.hostname, port = backend.port, ?addresses, "Backend loaded");
-            Entry { backend, addresses, origination }
-        });
-    }
-    let mut entries = Vec::new();
-    while let Some(entry) = tasks.join_next().await {
-        entries.push(entry.context("resolver task")?);
-    }
-    Ok(entries)
 }
 
 /// SIGTERM (kubelet, systemd) and SIGINT (Ctrl-C) both mean: drain and exit 0.

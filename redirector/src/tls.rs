@@ -14,7 +14,7 @@ pub mod sniff;
 mod verifier;
 
 pub use failure::HandshakeFailure;
-pub use origination::{TlsConfigError, TlsOrigination};
+pub use origination::{TlsConfigError, TlsInputs, TlsOrigination};
 
 #[cfg(test)]
 mod tests;

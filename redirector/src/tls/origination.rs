@@ -52,6 +52,45 @@ impl TlsOrigination {
     }
 }
 
+/// Everything an origination is built from: equal inputs give an equal origination, so
+/// the reconciler rebuilds only when these change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsInputs {
+    tls: Option<BackendTls>,
+    protocol: Protocol,
+    /// The referenced ConfigMap/Secret values, in reference order (`None`: missing).
+    material: Vec<Option<Vec<u8>>>,
+}
+
+impl TlsInputs {
+    pub fn of(backend: &Backend, catalog: &Catalog) -> Self {
+        let mut material = Vec::new();
+        if let Some(tls) = &backend.tls {
+            if let CaSource::Refs(refs) = &tls.ca {
+                for reference in refs {
+                    material.push(fetch(catalog, reference, material::CA_KEY));
+                }
+            }
+            if let Some(secret) = &tls.client_certificate {
+                for key in [material::CERT_KEY, material::PRIVATE_KEY_KEY] {
+                    material.push(fetch(catalog, secret, key));
+                }
+            }
+        }
+        Self {
+            tls: backend.tls.clone(),
+            protocol: backend.protocol,
+            material,
+        }
+    }
+}
+
+fn fetch(catalog: &Catalog, object: &crate::backend::ObjectRef, key: &str) -> Option<Vec<u8>> {
+    material::lookup(catalog, object, key)
+        .ok()
+        .map(<[u8]>::to_vec)
+}
+
 fn build(
     tls: &BackendTls,
     protocol: Protocol,

@@ -1,0 +1,285 @@
+//! The reconciler: the one place where Backends, DNS answers and TLS material become the
+//! proxy's [`BackendTable`] and the datapath's Backend map.
+//!
+//! Inputs arrive as events: a new [`Catalog`] from a source (the directory watcher), or
+//! the DNS timer. Each event ends in [`Reconciler::publish`]: a new table is swapped in
+//! for new connections (open connections keep the `Arc<Entry>` they started with, so they
+//! finish on the old settings) and the map is synced by diff.
+
+mod dns;
+
+use std::{
+    collections::{BTreeMap, BTreeSet, HashMap},
+    sync::Arc,
+    time::Duration,
+};
+
+pub use dns::DnsSettings;
+use dns::{DnsCache, Outcome};
+use prometheus_client::{
+    encoding::EncodeLabelSet,
+    metrics::{counter::Counter, family::Family, gauge::Gauge},
+    registry::Registry,
+};
+use tokio::{sync::mpsc, task::JoinSet, time::Instant};
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    backend::{Backend, Catalog, ObjectKey},
+    datapath::{BackendMap, SyncStats},
+    proxy::Shared,
+    resolver::Resolver,
+    table::{BackendTable, Entry},
+    tls::{TlsConfigError, TlsInputs, TlsOrigination},
+};
+
+/// At most this many hostnames are resolved at once.
+const RESOLVE_CONCURRENCY: usize = 64;
+
+type Origination = Result<Option<Arc<TlsOrigination>>, TlsConfigError>;
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResultLabel {
+    result: &'static str,
+}
+
+/// Reconciler metrics (global, not per Backend).
+#[derive(Debug, Default)]
+pub struct ReconcileMetrics {
+    reloads: Family<ResultLabel, Counter>,
+    resolutions: Family<ResultLabel, Counter>,
+    map_entries: Gauge,
+}
+
+impl ReconcileMetrics {
+    pub fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "redirector_config_reloads",
+            "Backend configuration loads, by result (ok, problems)",
+            self.reloads.clone(),
+        );
+        registry.register(
+            "redirector_dns_resolutions",
+            "Hostname resolutions, by result (changed, unchanged, failed)",
+            self.resolutions.clone(),
+        );
+        registry.register(
+            "redirector_backend_map_entries",
+            "(address, port) entries in the datapath's Backend map",
+            self.map_entries.clone(),
+        );
+    }
+}
+
+pub struct Reconciler {
+    map: BackendMap,
+    shared: Arc<Shared>,
+    resolver: Resolver,
+    dns: DnsCache,
+    /// The last good version of every Backend.
+    backends: BTreeMap<ObjectKey, Backend>,
+    catalog: Catalog,
+    originations: HashMap<ObjectKey, (TlsInputs, Origination)>,
+    metrics: Arc<ReconcileMetrics>,
+}
+
+impl Reconciler {
+    pub fn new(
+        map: BackendMap,
+        shared: Arc<Shared>,
+        resolver: Resolver,
+        dns: DnsSettings,
+        metrics: Arc<ReconcileMetrics>,
+    ) -> Self {
+        Self {
+            map,
+            shared,
+            resolver,
+            dns: DnsCache::new(dns),
+            backends: BTreeMap::new(),
+            catalog: Catalog::default(),
+            originations: HashMap::new(),
+            metrics,
+        }
+    }
+
+    /// Takes a new catalog: Backends added, changed and removed; an object that is now
+    /// broken keeps its last good version. Resolves new hostnames, then publishes.
+    pub async fn apply_catalog(&mut self, catalog: Catalog) -> anyhow::Result<SyncStats> {
+        let mut next: BTreeMap<ObjectKey, Backend> = catalog
+            .backends
+            .iter()
+            .map(|b| (b.key.clone(), b.clone()))
+            .collect();
+        for problem in &catalog.problems {
+            tracing::warn!("skipped: {problem}");
+            let Some(key) = problem_key(problem.object.as_deref()) else {
+                continue;
+            };
+            if let (false, Some(previous)) = (next.contains_key(&key), self.backends.get(&key)) {
+                tracing::warn!(backend = %key, "keeping the last good version of this Backend");
+                next.insert(key, previous.clone());
+            }
+        }
+        let result = if catalog.problems.is_empty() {
+            "ok"
+        } else {
+            "problems"
+        };
+        self.metrics
+            .reloads
+            .get_or_create(&ResultLabel { result })
+            .inc();
+        for key in self.backends.keys().filter(|key| !next.contains_key(*key)) {
+            tracing::info!(backend = %key, "Backend removed");
+        }
+        for (key, backend) in &next {
+            match self.backends.get(key) {
+                None => {
+                    tracing::info!(backend = %key, hostname = backend.hostname, port = backend.port, "Backend added")
+                }
+                Some(old) if old != backend => tracing::info!(backend = %key, "Backend changed"),
+                Some(_) => {}
+            }
+        }
+        self.backends = next;
+        self.catalog = catalog;
+        self.refresh_originations();
+        let hostnames: BTreeSet<String> =
+            self.backends.values().map(|b| b.hostname.clone()).collect();
+        self.dns.track(&hostnames);
+        self.resolve_due().await;
+        self.publish()
+    }
+
+    /// Builds TLS configurations whose inputs changed; keeps the others as they are.
+    fn refresh_originations(&mut self) {
+        let catalog = &self.catalog;
+        self.originations
+            .retain(|key, _| self.backends.contains_key(key));
+        for (key, backend) in &self.backends {
+            let inputs = TlsInputs::of(backend, catalog);
+            if self
+                .originations
+                .get(key)
+                .is_some_and(|(known, _)| *known == inputs)
+            {
+                continue;
+            }
+            let origination = TlsOrigination::for_backend(backend, catalog);
+            if let Err(error) = &origination {
+                tracing::warn!(backend = %key, %error, "TLS settings unusable: its connections will be refused");
+            }
+            self.originations.insert(key.clone(), (inputs, origination));
+        }
+    }
+
+    /// Resolves every hostname that is due, a bounded number at a time. True if any
+    /// address set changed.
+    async fn resolve_due(&mut self) -> bool {
+        let due = self.dns.due(Instant::now());
+        if due.is_empty() {
+            return false;
+        }
+        let resolver = self.resolver.reread_hosts();
+        let semaphore = Arc::new(tokio::sync::Semaphore::new(RESOLVE_CONCURRENCY));
+        let mut tasks = JoinSet::new();
+        for hostname in due {
+            let (resolver, semaphore) = (resolver.clone(), semaphore.clone());
+            tasks.spawn(async move {
+                let _permit = semaphore.acquire().await;
+                let answer = resolver.resolve(&hostname).await;
+                (hostname, answer)
+            });
+        }
+        let mut changed = false;
+        while let Some(joined) = tasks.join_next().await {
+            let Ok((hostname, answer)) = joined else {
+                continue;
+            };
+            let failed = answer.as_ref().err().map(ToString::to_string);
+            let outcome = self.dns.apply(&hostname, answer, Instant::now());
+            let result = match outcome {
+                Outcome::Changed => "changed",
+                Outcome::Unchanged => "unchanged",
+                Outcome::Failed => "failed",
+            };
+            self.metrics
+                .resolutions
+                .get_or_create(&ResultLabel { result })
+                .inc();
+            if let Some(error) = failed {
+                tracing::warn!(hostname, %error, "resolution failed; keeping the last good addresses");
+            }
+            changed |= outcome == Outcome::Changed;
+        }
+        changed
+    }
+
+    /// Swaps in a new table and syncs the datapath map to it.
+    fn publish(&mut self) -> anyhow::Result<SyncStats> {
+        let entries = self.backends.values().map(|backend| {
+            let addresses = self.dns.addresses(&backend.hostname);
+            let origination = match self.originations.get(&backend.key) {
+                Some((_, origination)) => origination.clone(),
+                None => Ok(None),
+            };
+            Entry {
+                backend: backend.clone(),
+                addresses,
+                origination,
+            }
+        });
+        let table = Arc::new(BackendTable::new(entries));
+        // Table first: a connect redirected by a new map entry must find its Backend.
+        *self.shared.table.write().unwrap_or_else(|p| p.into_inner()) = table.clone();
+        let stats = self.map.sync(table.endpoints())?;
+        self.metrics
+            .map_entries
+            .set(i64::try_from(stats.total).unwrap_or(i64::MAX));
+        if stats.added + stats.changed + stats.removed > 0 {
+            tracing::info!(
+                added = stats.added,
+                changed = stats.changed,
+                removed = stats.removed,
+                total = stats.total,
+                "Backend address map updated"
+            );
+        }
+        Ok(stats)
+    }
+
+    /// Follows catalog updates and DNS timers until `shutdown`.
+    pub async fn run(mut self, mut catalogs: mpsc::Receiver<Catalog>, shutdown: CancellationToken) {
+        loop {
+            let wakeup = self
+                .dns
+                .next_wakeup()
+                .unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                catalog = catalogs.recv() => {
+                    let Some(catalog) = catalog else { return };
+                    if let Err(error) = self.apply_catalog(catalog).await {
+                        tracing::error!("applying the new Backends: {error:#}");
+                    }
+                }
+                () = tokio::time::sleep_until(wakeup) => {
+                    let resolved = self.resolve_due().await;
+                    let expired = self.dns.expire(Instant::now());
+                    if resolved || expired {
+                        if let Err(error) = self.publish() {
+                            tracing::error!("updating the datapath after DNS changes: {error:#}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `XBackend ns/name` in a problem -> the object's key.
+fn problem_key(object: Option<&str>) -> Option<ObjectKey> {
+    let (namespace, name) = object?.strip_prefix("XBackend ")?.split_once('/')?;
+    Some(ObjectKey::new(namespace, name))
+}
