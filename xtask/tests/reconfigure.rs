@@ -1,0 +1,118 @@
+//! Live reconfiguration from the Backend directory: no restart, changes applied by diff.
+//! Each step waits for the agent's own log line that the datapath was updated (the
+//! readiness signal), never for a fixed time.
+
+mod support;
+
+use std::path::Path;
+
+use support::{Bed, ECHO_BACKEND, PROBE};
+use xtask::netlab::{NODE_EXT_V4, POD_V4, agent::Agent, probe::ProbeServer};
+
+const OTHER_BACKEND: &str = r#"
+apiVersion: gateway.networking.x-k8s.io/v1alpha1
+kind: XBackend
+metadata: {name: other, namespace: demo}
+spec:
+  type: ExternalHostname
+  externalHostname: {hostname: other.redirector.test}
+  port: {port: 9090}
+"#;
+
+fn via_proxy(bed: &Bed, target: &str) -> bool {
+    let reply = bed.connect(target, &["-4"]);
+    assert!(reply.ok(), "{target}: {:?}", reply.json);
+    let seen = reply.seen_by_server().unwrap_or_default().to_owned();
+    if seen.starts_with(&format!("{NODE_EXT_V4}:")) {
+        true
+    } else {
+        assert!(
+            seen.starts_with(&format!("{POD_V4}:")),
+            "{target}: server saw {seen}"
+        );
+        false
+    }
+}
+
+/// Writes `text` to `dir/name` the way editors do: a temporary file renamed over it.
+fn replace(dir: &Path, name: &str, text: &str) {
+    let temporary = dir.join(format!(".{name}.swp"));
+    std::fs::write(&temporary, text).expect("write");
+    std::fs::rename(&temporary, dir.join(name)).expect("rename");
+}
+
+fn wait_for_map_update(agent: &mut Agent, what: &str) -> String {
+    let line = agent
+        .wait_for_log("Backend address map updated")
+        .expect("map update");
+    assert!(line.contains(what), "expected {what} in {line}");
+    line
+}
+
+#[test]
+fn backends_added_and_removed_without_restart() {
+    let bed = Bed::new(ECHO_BACKEND);
+    let _other_server =
+        ProbeServer::start(PROBE.as_ref(), &bed.topo.ext, "[::]:9090").expect("server");
+    let mut agent = bed.agent();
+    assert!(
+        !via_proxy(&bed, "other.redirector.test:9090"),
+        "not declared yet"
+    );
+
+    std::fs::write(bed.backends.path().join("other.yaml"), OTHER_BACKEND).expect("write");
+    wait_for_map_update(&mut agent, "added=2");
+    assert!(via_proxy(&bed, "other.redirector.test:9090"));
+
+    std::fs::remove_file(bed.backends.path().join("other.yaml")).expect("remove");
+    wait_for_map_update(&mut agent, "removed=2");
+    assert!(!via_proxy(&bed, "other.redirector.test:9090"));
+    assert!(
+        via_proxy(&bed, "echo.redirector.test:8080"),
+        "the untouched Backend stays"
+    );
+}
+
+#[test]
+fn editor_style_replace_and_rename_are_picked_up() {
+    let bed = Bed::new(ECHO_BACKEND);
+    let _other_server =
+        ProbeServer::start(PROBE.as_ref(), &bed.topo.ext, "[::]:9090").expect("server");
+    let mut agent = bed.agent();
+    // Move echo to port 9090 by atomic replace of the file.
+    let moved = ECHO_BACKEND.replace("port: 8080", "port: 9090");
+    replace(bed.backends.path(), "backends.yaml", &moved);
+    wait_for_map_update(&mut agent, "removed=2");
+    assert!(via_proxy(&bed, "echo.redirector.test:9090"));
+    assert!(!via_proxy(&bed, "echo.redirector.test:8080"));
+
+    // A file renamed away from a YAML name is no longer read.
+    std::fs::rename(
+        bed.backends.path().join("backends.yaml"),
+        bed.backends.path().join("backends.yaml.off"),
+    )
+    .expect("rename");
+    wait_for_map_update(&mut agent, "removed=2");
+    assert!(!via_proxy(&bed, "echo.redirector.test:9090"));
+}
+
+#[test]
+fn a_bad_edit_keeps_the_last_good_version() {
+    let bed = Bed::new(ECHO_BACKEND);
+    let mut agent = bed.agent();
+    let broken = ECHO_BACKEND.replace("port: 8080", "port: 0");
+    replace(bed.backends.path(), "backends.yaml", &broken);
+    let kept = agent
+        .wait_for_log("keeping the last good version")
+        .expect("kept");
+    assert!(kept.contains("demo/echo"), "{kept}");
+    assert!(
+        via_proxy(&bed, "echo.redirector.test:8080"),
+        "the last good version still applies"
+    );
+    let skipped = agent
+        .logs()
+        .into_iter()
+        .filter(|l| l.contains("skipped") && l.contains("spec.port.port"));
+    assert_eq!(skipped.count(), 1);
+}
