@@ -1,6 +1,6 @@
 //! The admin endpoint (`--admin-addr`, default 127.0.0.1:15000): `/healthz`, `/readyz`
 //! (200 only once programs are attached, Backends loaded and the proxy listens) and
-//! `/metrics` in the Prometheus text format.
+//! `/metrics` in the Prometheus text format, `/backends` (JSON, for `redirector status`).
 
 use std::{
     convert::Infallible,
@@ -17,6 +17,8 @@ use hyper_util::rt::TokioIo;
 use prometheus_client::{encoding::text::encode, registry::Registry};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
+
+use crate::{proxy::Stats, status::StatusBoard};
 
 /// Readiness, flipped once by `run` when everything is in place.
 #[derive(Debug, Default)]
@@ -35,6 +37,8 @@ impl Readiness {
 pub struct Admin {
     pub registry: Registry,
     pub readiness: Arc<Readiness>,
+    pub board: Arc<StatusBoard>,
+    pub stats: Arc<Stats>,
 }
 
 /// Binds at once (so a wrong `--admin-addr` fails start-up) and serves until `shutdown`.
@@ -86,6 +90,16 @@ fn respond<B>(admin: &Admin, request: &Request<B>) -> Response<Full<Bytes>> {
         "/healthz" => text(StatusCode::OK, "ok\n".into()),
         "/readyz" if admin.readiness.is_ready() => text(StatusCode::OK, "ready\n".into()),
         "/readyz" => text(StatusCode::SERVICE_UNAVAILABLE, "not ready\n".into()),
+        "/backends" => {
+            let mut statuses = admin.board.snapshot();
+            for status in &mut statuses {
+                status.active_connections = admin.stats.active(&status.name);
+            }
+            match serde_json::to_string_pretty(&statuses) {
+                Ok(json) => with_type(text(StatusCode::OK, json + "\n"), "application/json"),
+                Err(error) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("{error}\n")),
+            }
+        }
         "/metrics" => {
             let mut body = String::new();
             match encode(&mut body, &admin.registry) {
@@ -98,6 +112,17 @@ fn respond<B>(admin: &Admin, request: &Request<B>) -> Response<Full<Bytes>> {
             "try /healthz, /readyz or /metrics\n".into(),
         ),
     }
+}
+
+fn with_type(
+    mut response: Response<Full<Bytes>>,
+    content_type: &'static str,
+) -> Response<Full<Bytes>> {
+    response.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static(content_type),
+    );
+    response
 }
 
 fn text(status: StatusCode, body: String) -> Response<Full<Bytes>> {

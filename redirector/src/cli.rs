@@ -34,8 +34,17 @@ pub enum Command {
     Run(RunArgs),
     /// Validate Backend YAML offline: one line per problem, exit status 1 if any.
     Check(CheckArgs),
+    /// Print the Backends of a running agent: state, addresses, TLS, active connections.
+    Status(StatusArgs),
     /// Detach the programs and remove every pin under --bpffs.
     Uninstall(UninstallArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// The agent's --admin-addr.
+    #[arg(long, value_name = "IP:PORT", default_value = "127.0.0.1:15000")]
+    pub admin_addr: SocketAddr,
 }
 
 #[derive(Debug, Args)]

@@ -21,6 +21,7 @@ mod proxy;
 mod reconcile;
 mod resolver;
 mod run;
+mod status;
 mod table;
 mod tls;
 mod watch;
@@ -36,6 +37,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(args) => tokio_main(run::run(args)),
         Command::Check(args) => return check::check(&args.dirs),
+        Command::Status(args) => status::print(args.admin_addr),
         Command::Uninstall(args) => run::uninstall(&args.bpffs.bpffs),
     };
     match result {

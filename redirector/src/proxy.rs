@@ -5,6 +5,7 @@
 //! redirected by the datapath and is closed at once: the proxy is never an open relay.
 
 mod connection;
+mod log_limit;
 mod splice;
 mod stats;
 
@@ -39,7 +40,9 @@ pub struct Shared {
     pub agent_sockets: AgentSockets,
     pub table: RwLock<Arc<BackendTable>>,
     pub limits: ConnectionLimits,
-    pub stats: Stats,
+    pub stats: Arc<Stats>,
+    /// Rate limit of refused-connection log lines.
+    pub log_limit: log_limit::LogLimiter,
 }
 
 impl Shared {

@@ -25,6 +25,7 @@ use crate::{
     proxy::{self, ConnectionLimits, Shared, Stats},
     reconcile::{DnsSettings, ReconcileMetrics, Reconciler},
     resolver::Resolver,
+    status::StatusBoard,
     table::BackendTable,
     watch,
 };
@@ -43,7 +44,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
 
     let shutdown = CancellationToken::new();
     let readiness = Arc::new(Readiness::default());
-    let stats = Stats::default();
+    let stats = Arc::new(Stats::default());
+    let board = Arc::new(StatusBoard::default());
     let reconcile_metrics = Arc::new(ReconcileMetrics::default());
     let mut registry = Registry::default();
     stats.register(&mut registry);
@@ -51,6 +53,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let admin = Admin {
         registry,
         readiness: readiness.clone(),
+        board: board.clone(),
+        stats: stats.clone(),
     };
     let admin_task = admin::serve(args.admin_addr, admin, shutdown.clone()).await?;
 
@@ -82,14 +86,21 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             buffer_size: args.limits.buffer_size,
         },
         stats,
+        log_limit: Default::default(),
     });
     let dns = DnsSettings {
         min_ttl: args.dns.dns_min_ttl,
         max_ttl: args.dns.dns_max_ttl,
         grace: args.dns.dns_grace,
     };
-    let mut reconciler =
-        Reconciler::new(backends, shared.clone(), resolver, dns, reconcile_metrics);
+    let mut reconciler = Reconciler::new(
+        backends,
+        shared.clone(),
+        resolver,
+        dns,
+        reconcile_metrics,
+        board,
+    );
     // Before accepting: redirected connects (adopted pins may already send some) queue in
     // the listen backlog until their Backends are known.
     let synced = reconciler

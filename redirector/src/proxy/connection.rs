@@ -45,8 +45,8 @@ pub async fn handle(shared: Arc<Shared>, client: TcpStream, peer: SocketAddr) {
             // an operator can act on.
             if refused.reason == Refusal::NoRecord {
                 tracing::debug!(%peer, "closed: {}", refused.detail);
-            } else {
-                tracing::warn!(%peer, reason = refused.reason.as_str(), "refused: {}", refused.detail);
+            } else if let Some(suppressed) = shared.log_limit.allow(refused.reason.as_str()) {
+                tracing::warn!(%peer, reason = refused.reason.as_str(), suppressed, "refused: {}", refused.detail);
             }
             return;
         }
@@ -54,10 +54,12 @@ pub async fn handle(shared: Arc<Shared>, client: TcpStream, peer: SocketAddr) {
     let backend = entry.backend.key.to_string();
     if let Err(refused) = forward(&shared, &entry, client, original).await {
         shared.stats.refused(Some(&backend), refused.reason);
-        tracing::warn!(
-            %peer, %backend, %original, reason = refused.reason.as_str(),
-            "refused: {}", refused.detail
-        );
+        if let Some(suppressed) = shared.log_limit.allow(refused.reason.as_str()) {
+            tracing::warn!(
+                %peer, %backend, %original, reason = refused.reason.as_str(), suppressed,
+                "refused: {}", refused.detail
+            );
+        }
     }
 }
 

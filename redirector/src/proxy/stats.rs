@@ -119,6 +119,15 @@ impl Stats {
         self.refused_all.inc();
     }
 
+    /// Connections of `backend` being forwarded now.
+    pub fn active(&self, backend: &str) -> i64 {
+        self.active
+            .get_or_create(&BackendLabel {
+                backend: backend.to_owned(),
+            })
+            .get()
+    }
+
     /// Totals for the shutdown log line.
     pub fn totals(&self) -> (u64, u64) {
         (self.forwarded_all.get(), self.refused_all.get())

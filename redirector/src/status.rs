@@ -1,0 +1,151 @@
+//! What the agent is doing, per Backend: served as JSON on `/backends` and rendered by
+//! `redirector status`.
+
+use std::{io::Read, io::Write, net::SocketAddr, net::TcpStream, sync::RwLock, time::Duration};
+
+use serde::{Deserialize, Serialize};
+
+/// A Backend's state as an operator needs it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BackendStatus {
+    /// `namespace/name`.
+    pub name: String,
+    /// `Ready`, `Invalid`, `Resolving` or `RefError`.
+    pub state: String,
+    /// Why it is not `Ready`, or what to know although it is (a kept last good version).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(default)]
+    pub hostname: String,
+    #[serde(default)]
+    pub port: u16,
+    /// `none` when the bytes pass unchanged.
+    #[serde(default)]
+    pub tls: String,
+    #[serde(default)]
+    pub addresses: Vec<String>,
+    #[serde(default)]
+    pub active_connections: i64,
+}
+
+/// The latest statuses, replaced as a whole by the reconciler.
+#[derive(Debug, Default)]
+pub struct StatusBoard(RwLock<Vec<BackendStatus>>);
+
+impl StatusBoard {
+    pub fn publish(&self, statuses: Vec<BackendStatus>) {
+        *self.0.write().unwrap_or_else(|p| p.into_inner()) = statuses;
+    }
+
+    pub fn snapshot(&self) -> Vec<BackendStatus> {
+        self.0.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+/// `redirector status`: fetches `/backends` from a running agent and prints a table.
+pub fn print(admin: SocketAddr) -> anyhow::Result<()> {
+    let body = http_get(admin, "/backends")?;
+    let statuses: Vec<BackendStatus> = serde_json::from_str(&body)
+        .map_err(|e| anyhow::anyhow!("unexpected /backends answer from {admin}: {e}"))?;
+    print!("{}", render(&statuses));
+    Ok(())
+}
+
+fn render(statuses: &[BackendStatus]) -> String {
+    let mut rows = vec![[
+        "BACKEND".to_owned(),
+        "STATE".to_owned(),
+        "HOSTNAME:PORT".to_owned(),
+        "TLS".to_owned(),
+        "ACTIVE".to_owned(),
+        "ADDRESSES".to_owned(),
+    ]];
+    for s in statuses {
+        let state = match &s.reason {
+            Some(reason) => format!("{} ({reason})", s.state),
+            None => s.state.clone(),
+        };
+        rows.push([
+            s.name.clone(),
+            state,
+            format!("{}:{}", s.hostname, s.port),
+            s.tls.clone(),
+            s.active_connections.to_string(),
+            s.addresses.join(","),
+        ]);
+    }
+    let widths: Vec<usize> = (0..6)
+        .map(|c| rows.iter().map(|r| r[c].len()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for row in &rows {
+        let cells: Vec<String> = row
+            .iter()
+            .zip(&widths)
+            .map(|(cell, w)| format!("{cell:<w$}"))
+            .collect();
+        out.push_str(cells.join("  ").trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// A one-shot HTTP/1.0 GET; the admin endpoint is local and answers small bodies.
+fn http_get(addr: SocketAddr, path: &str) -> anyhow::Result<String> {
+    let timeout = Duration::from_secs(5);
+    let mut stream = TcpStream::connect_timeout(&addr, timeout)
+        .map_err(|e| anyhow::anyhow!("cannot reach the agent's admin endpoint at {addr} ({e}); is `redirector run` running with this --admin-addr?"))?;
+    stream.set_read_timeout(Some(timeout))?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n")?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response)?;
+    let (head, body) = response
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| anyhow::anyhow!("malformed HTTP answer from {addr}"))?;
+    let status = head.lines().next().unwrap_or_default();
+    anyhow::ensure!(status.contains(" 200 "), "{addr}{path} answered {status}");
+    Ok(body.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_an_aligned_table() {
+        let statuses = vec![
+            BackendStatus {
+                name: "demo/echo".into(),
+                state: "Ready".into(),
+                reason: None,
+                hostname: "echo.redirector.test".into(),
+                port: 8080,
+                tls: "none".into(),
+                addresses: vec!["10.200.2.2".into(), "fd00:200:2::2".into()],
+                active_connections: 2,
+            },
+            BackendStatus {
+                name: "demo/api".into(),
+                state: "RefError".into(),
+                reason: Some("ConfigMap demo/api-ca does not exist".into()),
+                hostname: "api.redirector.test".into(),
+                port: 443,
+                tls: "ServerOnly".into(),
+                addresses: vec![],
+                active_connections: 0,
+            },
+        ];
+        let table = render(&statuses);
+        let lines: Vec<&str> = table.lines().collect();
+        assert_eq!(lines.len(), 3);
+        assert!(lines[0].starts_with("BACKEND    STATE"), "{table}");
+        assert!(
+            lines[1].contains("Ready") && lines[1].contains("10.200.2.2,fd00:200:2::2"),
+            "{table}"
+        );
+        assert!(
+            lines[2].contains("RefError (ConfigMap demo/api-ca does not exist)"),
+            "{table}"
+        );
+    }
+}
