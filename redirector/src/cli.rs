@@ -31,7 +31,7 @@ pub enum Command {
     /// under --bpffs and stay attached after the agent exits, so connects to Backends
     /// are never silently sent direct while it restarts; `redirector uninstall` removes
     /// them.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Validate Backend YAML offline: one line per problem, exit status 1 if any.
     Check(CheckArgs),
     /// Print the Backends of a running agent: state, addresses, TLS, active connections.

@@ -35,7 +35,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(cli.log_format);
     let result = match cli.command {
-        Command::Run(args) => tokio_main(run::run(args)),
+        Command::Run(args) => tokio_main(run::run(*args)),
         Command::Check(args) => return check::check(&args.dirs),
         Command::Status(args) => status::print(args.admin_addr),
         Command::Uninstall(args) => run::uninstall(&args.bpffs.bpffs),

@@ -327,10 +327,10 @@ impl Reconciler {
                 () = tokio::time::sleep_until(wakeup) => {
                     let resolved = self.resolve_due().await;
                     let expired = self.dns.expire(Instant::now());
-                    if resolved || expired {
-                        if let Err(error) = self.publish() {
-                            tracing::error!("updating the datapath after DNS changes: {error:#}");
-                        }
+                    if (resolved || expired)
+                        && let Err(error) = self.publish()
+                    {
+                        tracing::error!("updating the datapath after DNS changes: {error:#}");
                     }
                 }
             }
