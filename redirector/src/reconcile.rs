@@ -110,6 +110,7 @@ impl Reconciler {
     /// Takes a new catalog: Backends added, changed and removed; an object that is now
     /// broken keeps its last good version. Resolves new hostnames, then publishes.
     pub async fn apply_catalog(&mut self, catalog: Catalog) -> anyhow::Result<SyncStats> {
+        let started = Instant::now();
         let mut next: BTreeMap<ObjectKey, Backend> = catalog
             .backends
             .iter()
@@ -153,7 +154,14 @@ impl Reconciler {
             self.backends.values().map(|b| b.hostname.clone()).collect();
         self.dns.track(&hostnames);
         self.resolve_due().await;
-        self.publish()
+        let synced = self.publish()?;
+        tracing::info!(
+            backends = self.backends.len(),
+            addresses = synced.total,
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "Backends applied"
+        );
+        Ok(synced)
     }
 
     /// Builds TLS configurations whose inputs changed; keeps the others as they are.

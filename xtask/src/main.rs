@@ -38,6 +38,8 @@ enum Cmd {
     Demo,
     /// cargo fmt --check and cargo clippy -D warnings over the workspace.
     Lint,
+    /// Benchmark the redirector against HAProxy and direct TLS (as root); see bench/README.md.
+    Bench(tasks::BenchArgs),
 }
 
 fn main() -> ExitCode {
@@ -47,6 +49,7 @@ fn main() -> ExitCode {
         Cmd::Test { args } => tasks::test(&args),
         Cmd::Demo => tasks::demo(),
         Cmd::Lint => tasks::lint(),
+        Cmd::Bench(args) => tasks::bench(&args),
     };
     result.unwrap_or_else(|e| {
         eprintln!("xtask: {e:#}");

@@ -1,9 +1,11 @@
 //! The `cargo xtask` subcommands.
 
+mod bench;
 mod demo;
 pub mod ebpf;
 pub mod toolchain;
 
+pub use bench::{BenchArgs, bench};
 pub use demo::demo;
 
 use anyhow::{Context, Result, bail};

@@ -48,7 +48,11 @@ fn status_shows_each_backend_with_its_state() {
         .output()
         .expect("redirector status");
     let table = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{table} {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{table} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let line = |name: &str| {
         table
             .lines()
@@ -57,9 +61,18 @@ fn status_shows_each_backend_with_its_state() {
             .to_owned()
     };
     let echo = line("demo/echo");
-    assert!(echo.contains("Ready") && echo.contains("10.200.2.2") && echo.contains(":8080"), "{echo}");
+    assert!(
+        echo.contains("Ready") && echo.contains("10.200.2.2") && echo.contains(":8080"),
+        "{echo}"
+    );
     let api = line("demo/api");
-    assert!(api.contains("RefError") && api.contains("ConfigMap demo/missing-ca"), "{api}");
+    assert!(
+        api.contains("RefError") && api.contains("ConfigMap demo/missing-ca"),
+        "{api}"
+    );
     let broken = line("demo/broken");
-    assert!(broken.contains("Invalid") && broken.contains("spec.externalHostname.hostname"), "{broken}");
+    assert!(
+        broken.contains("Invalid") && broken.contains("spec.externalHostname.hostname"),
+        "{broken}"
+    );
 }

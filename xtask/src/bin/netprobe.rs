@@ -5,13 +5,27 @@
 //!
 //! ```text
 //! netprobe serve ADDR                      e.g. 0.0.0.0:8080 or [::]:8080
+//! netprobe serve-tls ADDR --cert PEM --key PEM [--client-ca PEM]
 //! netprobe connect HOST:PORT [-4|-6] [--send TEXT] [--timeout-ms N]
+//!                            [--tls-sni NAME | --tls-no-sni]
+//! netprobe get HOST:PORT PATH
 //! ```
 //!
 //! `serve` prints `listening <addr>` once bound and `accepted <peer>` per connection; it
 //! reads until a newline or EOF and replies `peer=<peer> got=<text>`. `connect` prints one
 //! JSON line, `{"ok":true,"peer":..,"local":..,"reply":..}` or
-//! `{"ok":false,"error":..,"stage":"resolve|connect|io"}` (exit status 2).
+//! `{"ok":false,"error":..,"stage":"resolve|connect|tls|io"}` (exit status 2).
+//!
+//! `serve-tls` is `serve` behind a rustls server (ALPN `h2` and `http/1.1` offered; with
+//! `--client-ca` a client certificate signed by that CA is required). Per connection it
+//! prints, in order: `accepted <peer>`; `handshake-failed <peer> <error>` or
+//! `handshake-ok <peer> sni=<sni|-> alpn=<alpn|-> client-cert=<yes|no>`; then
+//! `received <peer> <text>` only if application bytes arrived, `read-failed <peer>
+//! <error>` if reading failed; and always `closed <peer>` last.
+//!
+//! `connect --tls-sni NAME` does TLS itself (any server certificate accepted: a test
+//! client) with that SNI, `--tls-no-sni` without SNI; the JSON then has `"tls": VERSION`.
+//! `get` is a minimal HTTP/1.0 GET that prints the body (exit status 1 unless 2xx).
 
 use serde_json::json;
 use std::io::{ErrorKind, Read, Write};
@@ -19,17 +33,25 @@ use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::process::ExitCode;
 use std::time::Duration;
 
+#[path = "netprobe/tls.rs"]
+mod tls;
+
 const USAGE: &str = "usage: netprobe serve ADDR\n       \
-                     netprobe connect HOST:PORT [-4|-6] [--send TEXT] [--timeout-ms N]";
+                     netprobe serve-tls ADDR --cert PEM --key PEM [--client-ca PEM]\n       \
+                     netprobe connect HOST:PORT [-4|-6] [--send TEXT] [--timeout-ms N] \
+                     [--tls-sni NAME | --tls-no-sni]\n       \
+                     netprobe get HOST:PORT PATH";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("serve") if args.len() == 2 => serve(&args[1]),
+        Some("serve-tls") => tls::serve(&args[1..]),
         Some("connect") => match ConnectArgs::parse(&args[1..]) {
             Ok(c) => connect(&c),
             Err(e) => usage(&e),
         },
+        Some("get") if args.len() == 3 => get(&args[1], &args[2]),
         _ => usage("missing or unknown command"),
     }
 }
@@ -114,6 +136,8 @@ struct ConnectArgs {
     family: Option<u8>,
     send: Option<String>,
     timeout: Duration,
+    /// Start TLS ourselves: `Some(Some(name))` with that SNI, `Some(None)` without SNI.
+    tls: Option<Option<String>>,
 }
 
 impl ConnectArgs {
@@ -123,6 +147,7 @@ impl ConnectArgs {
             family: None,
             send: None,
             timeout: Duration::from_millis(5000),
+            tls: None,
         };
         let mut it = args.iter();
         while let Some(arg) = it.next() {
@@ -130,6 +155,10 @@ impl ConnectArgs {
                 "-4" => parsed.family = Some(4),
                 "-6" => parsed.family = Some(6),
                 "--send" => parsed.send = Some(it.next().ok_or("--send needs TEXT")?.clone()),
+                "--tls-sni" if parsed.tls.is_none() => {
+                    parsed.tls = Some(Some(it.next().ok_or("--tls-sni needs NAME")?.clone()));
+                }
+                "--tls-no-sni" if parsed.tls.is_none() => parsed.tls = Some(None),
                 "--timeout-ms" => {
                     let ms = it.next().ok_or("--timeout-ms needs N")?;
                     let ms: u64 = ms.parse().map_err(|_| format!("bad --timeout-ms {ms:?}"))?;
@@ -208,6 +237,17 @@ fn try_connect(args: &ConnectArgs) -> Result<serde_json::Value, Failure> {
     let local = stream.local_addr().map_err(io)?;
     stream.set_read_timeout(Some(args.timeout)).map_err(io)?;
     stream.set_write_timeout(Some(args.timeout)).map_err(io)?;
+    if let Some(sni) = &args.tls {
+        let client = tls::ClientTls { sni: sni.clone() };
+        let (reply, version) = tls::exchange(&client, stream, args.send.as_deref())?;
+        return Ok(json!({
+            "ok": true,
+            "peer": show(peer),
+            "local": show(local),
+            "reply": String::from_utf8_lossy(&reply),
+            "tls": version,
+        }));
+    }
     if let Some(text) = &args.send {
         stream.write_all(text.as_bytes()).map_err(io)?;
     }
@@ -221,4 +261,38 @@ fn try_connect(args: &ConnectArgs) -> Result<serde_json::Value, Failure> {
         "local": show(local),
         "reply": String::from_utf8_lossy(&reply),
     }))
+}
+
+/// `netprobe get HOST:PORT PATH`: HTTP/1.0, so the server closes after the response.
+fn get(target: &str, path: &str) -> ExitCode {
+    let fetched = (|| -> std::io::Result<Vec<u8>> {
+        let mut stream = TcpStream::connect(target)?;
+        stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+        stream.write_all(format!("GET {path} HTTP/1.0\r\nHost: {target}\r\n\r\n").as_bytes())?;
+        let mut response = Vec::new();
+        stream.read_to_end(&mut response)?;
+        Ok(response)
+    })();
+    let response = match fetched {
+        Ok(response) => response,
+        Err(e) => {
+            eprintln!("netprobe: GET http://{target}{path}: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let text = String::from_utf8_lossy(&response);
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head.lines().next().unwrap_or_default();
+    print!("{body}");
+    let _ = std::io::stdout().flush();
+    if status
+        .split(' ')
+        .nth(1)
+        .is_some_and(|code| code.starts_with('2'))
+    {
+        ExitCode::SUCCESS
+    } else {
+        eprintln!("netprobe: GET http://{target}{path}: {status}");
+        ExitCode::from(1)
+    }
 }

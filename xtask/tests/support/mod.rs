@@ -3,6 +3,9 @@
 
 #![allow(dead_code, reason = "each test binary uses a different part")]
 
+pub mod capture;
+pub mod tls;
+
 use std::{net::IpAddr, path::PathBuf};
 
 use xtask::netlab::{
@@ -94,6 +97,12 @@ impl Bed {
     /// `netprobe connect TARGET --send hello` from the pod.
     pub fn connect(&self, target: &str, extra: &[&str]) -> Reply {
         probe::connect_from_pod(PROBE.as_ref(), &self.topo, target, "hello", extra)
+            .expect("client ran")
+    }
+
+    /// `netprobe connect TARGET --send TEXT [extra..]` from the pod.
+    pub fn connect_sending(&self, target: &str, text: &str, extra: &[&str]) -> Reply {
+        probe::connect_from_pod(PROBE.as_ref(), &self.topo, target, text, extra)
             .expect("client ran")
     }
 }
