@@ -79,6 +79,44 @@ pub enum DatapathError {
     },
     #[error("the eBPF object has no {0} (built from another version?)")]
     Missing(&'static str),
+    #[error(
+        "the programs pinned under {pins} are attached to another cgroup than {cgroup}; \
+         run `redirector uninstall --bpffs {pins}` first, or pass the same --cgroup"
+    )]
+    OtherCgroup { pins: PathBuf, cgroup: PathBuf },
+}
+
+/// Pinned links stay attached to the cgroup they were made for. A marker directory on
+/// the bpffs (`cgroup-<inode of the cgroup directory>`) records it, so an agent started
+/// with another `--cgroup` fails loudly instead of adopting links that redirect the wrong
+/// processes.
+fn ensure_same_cgroup(
+    layout: &PinLayout,
+    cgroup_dir: &fs::File,
+    cgroup: &std::path::Path,
+) -> Result<(), DatapathError> {
+    use std::os::unix::fs::MetadataExt;
+    let io = |what: String| move |source| DatapathError::Io { what, source };
+    let inode = cgroup_dir
+        .metadata()
+        .map_err(io(format!("stat {}", cgroup.display())))?
+        .ino();
+    let marker = layout.cgroup_marker(inode);
+    let others = layout
+        .cgroup_markers()
+        .map_err(io(format!("list {}", layout.root().display())))?;
+    if others.iter().any(|other| *other != marker) {
+        return Err(DatapathError::OtherCgroup {
+            pins: layout.root().to_path_buf(),
+            cgroup: cgroup.to_path_buf(),
+        });
+    }
+    match fs::create_dir(&marker) {
+        Err(error) if error.kind() != io::ErrorKind::AlreadyExists => {
+            Err(io(format!("create {}", marker.display()))(error))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Sizes of the maps (see `--max-*` in `redirector run --help`).
@@ -137,6 +175,7 @@ impl Datapath {
             what: format!("open cgroup {}", cgroup.display()),
             source,
         })?;
+        ensure_same_cgroup(layout, &cgroup_dir, cgroup)?;
         let mut attachments = Vec::with_capacity(PROGRAMS.len());
         for name in PROGRAMS {
             let link_path = layout.link(name);
@@ -255,11 +294,13 @@ pub fn uninstall(layout: &PinLayout) -> Result<Vec<PathBuf>, DatapathError> {
             }
         }
     }
-    for dir in [
+    let markers = layout.cgroup_markers().unwrap_or_default();
+    let dirs = [
         layout.links_dir(),
         layout.maps_dir(),
         layout.root().to_path_buf(),
-    ] {
+    ];
+    for dir in markers.into_iter().chain(dirs) {
         match fs::remove_dir(&dir) {
             Ok(()) => {}
             Err(error) if error.kind() == io::ErrorKind::NotFound => {}

@@ -155,3 +155,28 @@ fn sigterm_keeps_the_pins_and_uninstall_removes_everything() {
     assert!(again.status.success());
     assert!(String::from_utf8_lossy(&again.stdout).contains("nothing installed"));
 }
+
+#[test]
+fn pins_made_for_one_cgroup_are_not_adopted_for_another() {
+    let bed = Bed::new(ECHO_BACKEND);
+    let agent = bed.agent();
+    agent.terminate().expect("SIGTERM");
+    let other = xtask::netlab::Cgroup::new("other").expect("cgroup");
+    let mut config = bed.config();
+    config.cgroup = Some(other.path().to_path_buf());
+    config.in_pod_cgroup = false;
+    let finished =
+        xtask::netlab::agent::Agent::run_to_exit(&bed.topo, &config).expect("agent exits");
+    assert!(!finished.status.success());
+    let said = finished.stderr.join("\n");
+    assert!(
+        said.contains("attached to another cgroup") && said.contains("redirector uninstall"),
+        "{said}"
+    );
+    // The original attachment is untouched.
+    assert_eq!(
+        attached_programs(bed.topo.pod_cgroup.path()),
+        sorted(&PROGRAMS)
+    );
+    assert_eq!(attached_programs(other.path()), Vec::<String>::new());
+}

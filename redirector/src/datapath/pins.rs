@@ -4,6 +4,7 @@
 //! <bpffs>/maps/<MAP NAME>      the maps, shared by every program generation
 //! <bpffs>/links/<program>      the cgroup links; while they are pinned the programs
 //!                              stay attached, also when no agent runs
+//! <bpffs>/cgroup-<inode>       empty directory naming the cgroup the links attach to
 //! ```
 
 use std::{
@@ -41,6 +42,23 @@ impl PinLayout {
 
     pub fn link(&self, program: &str) -> PathBuf {
         self.links_dir().join(program)
+    }
+
+    /// Marker of the cgroup the links are attached to (see `ensure_same_cgroup`).
+    pub fn cgroup_marker(&self, inode: u64) -> PathBuf {
+        self.root.join(format!("cgroup-{inode}"))
+    }
+
+    /// Every cgroup marker present.
+    pub fn cgroup_markers(&self) -> std::io::Result<Vec<PathBuf>> {
+        let mut markers = Vec::new();
+        for entry in fs::read_dir(&self.root)? {
+            let entry = entry?;
+            if entry.file_name().to_string_lossy().starts_with("cgroup-") {
+                markers.push(entry.path());
+            }
+        }
+        Ok(markers)
     }
 
     /// Fails unless `root` is (or would be created) on a bpf filesystem, then creates the

@@ -53,6 +53,8 @@ pub struct AgentConfig {
     pub bpffs: PathBuf,
     /// Join the pod cgroup before starting (the agent is then subject to its own hooks).
     pub in_pod_cgroup: bool,
+    /// Attach to this cgroup instead of the pod cgroup.
+    pub cgroup: Option<PathBuf>,
     /// Extra `redirector run` arguments.
     pub extra_args: Vec<String>,
 }
@@ -63,6 +65,7 @@ impl AgentConfig {
             backends: backends.into(),
             bpffs: bpffs.into(),
             in_pod_cgroup: true,
+            cgroup: None,
             extra_args: Vec::new(),
         }
     }
@@ -85,6 +88,13 @@ impl Agent {
             .wait_for_line("ready:", READY_TIMEOUT)
             .context("the agent did not become ready")?;
         Ok(Agent { child, ready_line })
+    }
+
+    /// Runs `redirector run` to its exit (for start-ups that must fail).
+    pub fn run_to_exit(topology: &Topology, config: &AgentConfig) -> Result<Finished> {
+        let mut command = Self::command(topology, config)?;
+        let mut child = ChildGuard::spawn_watching("agent", &mut command, Stream::Stderr)?;
+        child.finish(READY_TIMEOUT)
     }
 
     fn command(topology: &Topology, config: &AgentConfig) -> Result<Command> {
@@ -112,7 +122,12 @@ impl Agent {
             .arg("--backends")
             .arg(&config.backends)
             .arg("--cgroup")
-            .arg(topology.pod_cgroup.path())
+            .arg(
+                config
+                    .cgroup
+                    .as_deref()
+                    .unwrap_or(topology.pod_cgroup.path()),
+            )
             .arg("--bpffs")
             .arg(&config.bpffs);
         for addr in proxy_addrs() {
