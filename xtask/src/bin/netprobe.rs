@@ -7,7 +7,7 @@
 //! netprobe serve ADDR                      e.g. 0.0.0.0:8080 or [::]:8080
 //! netprobe serve-tls ADDR --cert PEM --key PEM [--client-ca PEM]
 //! netprobe connect HOST:PORT [-4|-6] [--send TEXT] [--timeout-ms N]
-//!                            [--tls-sni NAME | --tls-no-sni]
+//!                            [--tls-sni NAME | --tls-no-sni] [--tls-split N]
 //! netprobe get HOST:PORT PATH
 //! ```
 //!
@@ -19,12 +19,13 @@
 //! `serve-tls` is `serve` behind a rustls server (ALPN `h2` and `http/1.1` offered; with
 //! `--client-ca` a client certificate signed by that CA is required). Per connection it
 //! prints, in order: `accepted <peer>`; `handshake-failed <peer> <error>` or
-//! `handshake-ok <peer> sni=<sni|-> alpn=<alpn|-> client-cert=<yes|no>`; then
-//! `received <peer> <text>` only if application bytes arrived, `read-failed <peer>
+//! `handshake-ok <peer> sni=<sni|-> alpn=<alpn|-> client-cert=<yes|no> resumed=<yes|no>`;
+//! then `received <peer> <text>` only if application bytes arrived, `read-failed <peer>
 //! <error>` if reading failed; and always `closed <peer>` last.
 //!
 //! `connect --tls-sni NAME` does TLS itself (any server certificate accepted: a test
 //! client) with that SNI, `--tls-no-sni` without SNI; the JSON then has `"tls": VERSION`.
+//! `--tls-split N` sends the ClientHello in TCP segments of at most N bytes.
 //! `get` is a minimal HTTP/1.0 GET that prints the body (exit status 1 unless 2xx).
 
 use serde_json::json;
@@ -39,7 +40,7 @@ mod tls;
 const USAGE: &str = "usage: netprobe serve ADDR\n       \
                      netprobe serve-tls ADDR --cert PEM --key PEM [--client-ca PEM]\n       \
                      netprobe connect HOST:PORT [-4|-6] [--send TEXT] [--timeout-ms N] \
-                     [--tls-sni NAME | --tls-no-sni]\n       \
+                     [--tls-sni NAME | --tls-no-sni] [--tls-split N]\n       \
                      netprobe get HOST:PORT PATH";
 
 fn main() -> ExitCode {
@@ -138,6 +139,8 @@ struct ConnectArgs {
     timeout: Duration,
     /// Start TLS ourselves: `Some(Some(name))` with that SNI, `Some(None)` without SNI.
     tls: Option<Option<String>>,
+    /// With `tls`: the ClientHello in segments of at most this many bytes.
+    tls_split: Option<usize>,
 }
 
 impl ConnectArgs {
@@ -148,6 +151,7 @@ impl ConnectArgs {
             send: None,
             timeout: Duration::from_millis(5000),
             tls: None,
+            tls_split: None,
         };
         let mut it = args.iter();
         while let Some(arg) = it.next() {
@@ -159,6 +163,11 @@ impl ConnectArgs {
                     parsed.tls = Some(Some(it.next().ok_or("--tls-sni needs NAME")?.clone()));
                 }
                 "--tls-no-sni" if parsed.tls.is_none() => parsed.tls = Some(None),
+                "--tls-split" => {
+                    let n = it.next().ok_or("--tls-split needs N")?;
+                    let n: usize = n.parse().map_err(|_| format!("bad --tls-split {n:?}"))?;
+                    parsed.tls_split = Some(n);
+                }
                 "--timeout-ms" => {
                     let ms = it.next().ok_or("--timeout-ms needs N")?;
                     let ms: u64 = ms.parse().map_err(|_| format!("bad --timeout-ms {ms:?}"))?;
@@ -172,6 +181,9 @@ impl ConnectArgs {
         }
         if parsed.target.is_empty() {
             return Err("connect needs HOST:PORT".into());
+        }
+        if parsed.tls_split.is_some() && parsed.tls.is_none() {
+            return Err("--tls-split needs --tls-sni NAME or --tls-no-sni".into());
         }
         Ok(parsed)
     }
@@ -238,7 +250,10 @@ fn try_connect(args: &ConnectArgs) -> Result<serde_json::Value, Failure> {
     stream.set_read_timeout(Some(args.timeout)).map_err(io)?;
     stream.set_write_timeout(Some(args.timeout)).map_err(io)?;
     if let Some(sni) = &args.tls {
-        let client = tls::ClientTls { sni: sni.clone() };
+        let client = tls::ClientTls {
+            sni: sni.clone(),
+            split: args.tls_split,
+        };
         let (reply, version) = tls::exchange(&client, stream, args.send.as_deref())?;
         return Ok(json!({
             "ok": true,
