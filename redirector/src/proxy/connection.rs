@@ -20,6 +20,8 @@ use crate::{
 /// before the client's handshake completes, so the first try nearly always finds it.
 const RECORD_ATTEMPTS: u32 = 5;
 const RECORD_RETRY: Duration = Duration::from_millis(2);
+/// How long a failed TLS connection is given to reveal a queued alert.
+const ALERT_WAIT: Duration = Duration::from_millis(100);
 
 /// A refusal and what to say about it.
 struct Refused {
@@ -88,57 +90,75 @@ async fn forward(
         })?;
     let _ = client.set_nodelay(true);
     let key = backend.key.to_string();
-    let (result, _active) = match origination {
+    let active = shared.stats.active_guard(&key);
+    let result = match origination {
         None => {
-            let rule = OpeningRule::SniMustBe(backend.hostname.clone());
-            let mut client = FirstBytesGuard::new(client, rule);
+            let mut client =
+                FirstBytesGuard::new(client, OpeningRule::SniMustBe(backend.hostname.clone()));
             let mut upstream = upstream;
-            let active = shared.stats.forwarded(&key);
-            (
-                splice(
-                    &mut client,
-                    &mut upstream,
-                    limits.buffer_size,
-                    limits.idle_timeout,
-                )
-                .await,
-                active,
+            splice(
+                &mut client,
+                &mut upstream,
+                limits.buffer_size,
+                limits.idle_timeout,
             )
+            .await
         }
         Some(tls) => {
             let mut upstream = handshake(&tls, upstream, limits.connect_timeout).await?;
             let mut client = FirstBytesGuard::new(client, OpeningRule::Plaintext);
-            let active = shared.stats.forwarded(&key);
-            (
-                splice(
-                    &mut client,
-                    &mut upstream,
-                    limits.buffer_size,
-                    limits.idle_timeout,
-                )
-                .await,
-                active,
+            let result = splice(
+                &mut client,
+                &mut upstream,
+                limits.buffer_size,
+                limits.idle_timeout,
             )
+            .await;
+            match result {
+                Err(error) if sniff::refusal(&error).is_none() => {
+                    Err(pending_alert(&mut upstream).await.unwrap_or(error))
+                }
+                other => other,
+            }
         }
     };
+    drop(active);
     match result {
         Ok(moved) => {
+            shared.stats.forwarded(&key);
             tracing::debug!(%key, sent = moved.client_to_upstream, received = moved.upstream_to_client, "finished");
             Ok(())
         }
         Err(error) => match (sniff::refusal(&error), HandshakeFailure::classify(&error)) {
             (Some(refused), _) => Err(Refused::new(Refusal::ClientOpening, refused.to_string())),
-            // With TLS 1.3 the server judges our client certificate after our side of the
-            // handshake is done, so its refusal arrives as the first thing we read.
             (None, HandshakeFailure::RejectedByServer) => Err(Refused::new(
                 Refusal::Handshake(HandshakeFailure::RejectedByServer),
                 format!("the server rejected the handshake (client certificate?): {error}"),
             )),
             (None, _) => {
+                shared.stats.forwarded(&key);
                 tracing::debug!(%key, %error, "connection ended with an error");
                 Ok(())
             }
         },
+    }
+}
+
+/// With TLS 1.3 the server judges our client certificate after our side of the handshake
+/// is done: its refusal is an alert queued behind whatever broke the splice (typically
+/// a reset when we wrote). Read once more so rustls surfaces that alert.
+async fn pending_alert(
+    upstream: &mut tokio_rustls::client::TlsStream<TcpStream>,
+) -> Option<io::Error> {
+    use tokio::io::AsyncReadExt;
+    let mut byte = [0u8; 1];
+    match tokio::time::timeout(ALERT_WAIT, upstream.read(&mut byte)).await {
+        Ok(Err(error))
+            if HandshakeFailure::classify(&error) == HandshakeFailure::RejectedByServer =>
+        {
+            Some(error)
+        }
+        _ => None,
     }
 }
 

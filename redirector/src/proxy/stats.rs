@@ -70,7 +70,7 @@ impl Stats {
     pub fn register(&self, registry: &mut Registry) {
         registry.register(
             "redirector_connections_forwarded",
-            "Connections forwarded to a Backend",
+            "Connections forwarded to a Backend, counted when they end",
             self.forwarded.clone(),
         );
         registry.register(
@@ -90,13 +90,24 @@ impl Stats {
         );
     }
 
-    pub fn forwarded(&self, backend: &str) -> ActiveGuard {
+    /// Counts a connection that was forwarded to its end (or to an I/O error), as
+    /// opposed to one refused: the two never overlap.
+    pub fn forwarded(&self, backend: &str) {
         let label = BackendLabel {
             backend: backend.to_owned(),
         };
         self.forwarded.get_or_create(&label).inc();
         self.forwarded_all.inc();
-        let gauge = self.active.get_or_create(&label).clone();
+    }
+
+    /// Counts `backend`'s connection as active until the guard is dropped.
+    pub fn active_guard(&self, backend: &str) -> ActiveGuard {
+        let gauge = self
+            .active
+            .get_or_create(&BackendLabel {
+                backend: backend.to_owned(),
+            })
+            .clone();
         gauge.inc();
         ActiveGuard(gauge)
     }
