@@ -24,6 +24,32 @@ impl ProbeServer {
         Ok(ProbeServer { child })
     }
 
+    /// Start `netprobe serve-tls ADDR --cert CERT --key KEY` in `netns` and wait until it
+    /// listens.
+    pub fn start_tls(
+        probe: &Path,
+        netns: &Netns,
+        addr: &str,
+        cert: &Path,
+        key: &Path,
+    ) -> Result<ProbeServer> {
+        let label = format!("tls server {addr}");
+        let mut command = netns.exec(probe);
+        command
+            .args(["serve-tls", addr, "--cert"])
+            .arg(cert)
+            .arg("--key")
+            .arg(key);
+        let mut child = ChildGuard::spawn(&label, &mut command)?;
+        child.wait_for_line("listening", PROBE_TIMEOUT)?;
+        Ok(ProbeServer { child })
+    }
+
+    /// The next line containing `needle` (waits for it).
+    pub fn wait_for(&mut self, needle: &str) -> Result<String> {
+        self.child.wait_for_line(needle, PROBE_TIMEOUT)
+    }
+
     /// Every connection the server accepted so far (`accepted <peer>` lines).
     pub fn accepted(&self) -> Vec<String> {
         let lines = self.child.lines(super::Stream::Stdout);

@@ -4,7 +4,11 @@
 //! declared hostname and goes through the agent's proxy; an undeclared destination goes
 //! direct. Everything is torn down at the end, also on failure (the netlab guards).
 
-use std::{net::IpAddr, process::ExitCode};
+use std::{
+    net::IpAddr,
+    path::{Path, PathBuf},
+    process::ExitCode,
+};
 
 use anyhow::{Context, Result, bail};
 
@@ -57,11 +61,23 @@ pub fn demo() -> Result<ExitCode> {
     let _declared = ProbeServer::start(&probe_bin, &topology.ext, "[::]:8080")?;
     let _undeclared = ProbeServer::start(&probe_bin, &topology.ext, "[::]:9090")?;
 
+    step("making a test CA and a certificate for api.redirector.test; TLS server in ext on :443");
+    let scratch = tempfile::tempdir()?;
+    let (ca_pem, cert, key) = tls_material(scratch.path())?;
+    let mut tls_server =
+        ProbeServer::start_tls(&probe_bin, &topology.ext, "[::]:443", &cert, &key)?;
+    let backends = scratch.path().join("backends");
+    copy_examples(&examples, &backends, &ca_pem)?;
+    println!(
+        "    deploy/examples copied to {}, with the test CA in ConfigMap demo/api-ca",
+        backends.display()
+    );
+
     step(&format!(
         "starting `redirector run --backends {}` in the node",
-        examples.display()
+        backends.display()
     ));
-    let mut config = AgentConfig::new(&examples, bpffs.path().join("redirector"));
+    let mut config = AgentConfig::new(&backends, bpffs.path().join("redirector"));
     config.in_pod_cgroup = true;
     let agent = Agent::start(&topology, &config)?;
     println!("    {}", agent.ready_line.trim());
@@ -88,6 +104,20 @@ pub fn demo() -> Result<ExitCode> {
         )?)?;
     }
 
+    step(
+        "pod: netprobe connect api.redirector.test:443 -4 --send hello   (plaintext from the pod; Backend demo/api says ServerOnly TLS)",
+    );
+    let reply = probe::connect_from_pod(
+        &probe_bin,
+        &topology,
+        "api.redirector.test:443",
+        "hello",
+        &["-4"],
+    )?;
+    show(&reply)?;
+    let handshake = tls_server.wait_for("handshake-ok")?;
+    println!("    TLS server: {handshake}  (the proxy verified its certificate against the CA)");
+
     step("stopping the agent (SIGTERM): it drains and exits 0; programs stay pinned");
     let finished = agent.terminate()?;
     if !finished.status.success() {
@@ -99,6 +129,43 @@ pub fn demo() -> Result<ExitCode> {
     print!("{}", indent(&String::from_utf8_lossy(&out.stdout)));
     step("tearing down namespaces, cgroup and bpffs");
     Ok(ExitCode::SUCCESS)
+}
+
+/// A CA and a server certificate for api.redirector.test, as PEM files under `dir`.
+fn tls_material(dir: &Path) -> Result<(String, PathBuf, PathBuf)> {
+    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
+    let mut ca = CertificateParams::new(Vec::<String>::new())?;
+    ca.distinguished_name
+        .push(DnType::CommonName, "redirector demo CA");
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca_key = KeyPair::generate()?;
+    let ca_pem = ca.self_signed(&ca_key)?.pem();
+    let issuer = Issuer::new(ca, ca_key);
+    let leaf_key = KeyPair::generate()?;
+    let leaf = CertificateParams::new(vec!["api.redirector.test".to_owned()])?
+        .signed_by(&leaf_key, &issuer)?;
+    let (cert, key) = (dir.join("api.crt"), dir.join("api.key"));
+    std::fs::write(&cert, leaf.pem())?;
+    std::fs::write(&key, leaf_key.serialize_pem())?;
+    Ok((ca_pem, cert, key))
+}
+
+/// Copies the example Backends, putting `ca_pem` in place of the placeholder CA bundle.
+fn copy_examples(from: &Path, to: &Path, ca_pem: &str) -> Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let path = entry?.path();
+        let Some(name) = path.file_name() else {
+            continue;
+        };
+        let mut text = std::fs::read_to_string(&path)?;
+        if let Some(at) = text.find("  ca.crt: |\n") {
+            let indented: String = ca_pem.lines().map(|l| format!("    {l}\n")).collect();
+            text = format!("{}  ca.crt: |\n{indented}", &text[..at]);
+        }
+        std::fs::write(to.join(name), text)?;
+    }
+    Ok(())
 }
 
 fn step(text: &str) {
