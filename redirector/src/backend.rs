@@ -6,6 +6,8 @@
 //! acceptable, and sources (`directory`, later the Kubernetes watch) only find objects and
 //! report problems. The resolver, datapath and proxy see only [`Backend`], never raw YAML.
 
+/// Upstream limits, formats and CEL rules, shared by `validate` and `redirector crd`.
+pub mod constraints;
 mod directory;
 /// Public so that the Kubernetes source (and `redirector crd`) can use the raw API types;
 /// everything else should need only the re-exports below.

@@ -36,6 +36,8 @@ pub enum Command {
     Check(CheckArgs),
     /// Print the Backends of a running agent: state, addresses, TLS, active connections.
     Status(StatusArgs),
+    /// Print the XBackend CustomResourceDefinition (`redirector crd | kubectl apply -f -`).
+    Crd,
     /// Detach the programs and remove every pin under --bpffs.
     Uninstall(UninstallArgs),
 }

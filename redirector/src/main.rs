@@ -16,6 +16,7 @@ mod admin;
 mod backend;
 mod check;
 mod cli;
+mod crd;
 mod datapath;
 mod proxy;
 mod reconcile;
@@ -38,6 +39,10 @@ fn main() -> ExitCode {
         Command::Run(args) => tokio_main(run::run(*args)),
         Command::Check(args) => return check::check(&args.dirs),
         Command::Status(args) => status::print(args.admin_addr),
+        Command::Crd => {
+            print!("{}", crd::crd_yaml());
+            return ExitCode::SUCCESS;
+        }
         Command::Uninstall(args) => run::uninstall(&args.bpffs.bpffs),
     };
     match result {

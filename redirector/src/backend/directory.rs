@@ -62,17 +62,32 @@ impl Problem {
 
 /// `deploy/examples/x.yaml: XBackend default/foo: spec.port.port: must be 1..=65535`,
 /// leaving out the parts that are unknown.
+///
+/// Always exactly one line (`redirector check` prints one problem per line, and CI logs
+/// and `grep` rely on it): control characters in any part (a newline in a YAML error, a
+/// file name or a quoted value) are escaped.
 impl fmt::Display for Problem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.file.display())?;
-        if let Some(object) = &self.object {
-            write!(f, ": {object}")?;
+        one_line(f, &self.file.display().to_string())?;
+        for part in [&self.object, &self.field].into_iter().flatten() {
+            f.write_str(": ")?;
+            one_line(f, part)?;
         }
-        if let Some(field) = &self.field {
-            write!(f, ": {field}")?;
-        }
-        write!(f, ": {}", self.message)
+        f.write_str(": ")?;
+        one_line(f, &self.message)
     }
+}
+
+/// Writes `text` with control characters escaped (`\n`, `\u{1b}`), everything else as is.
+fn one_line(f: &mut fmt::Formatter<'_>, text: &str) -> fmt::Result {
+    for c in text.chars() {
+        if c.is_control() {
+            write!(f, "{}", c.escape_default())?;
+        } else {
+            fmt::Write::write_char(f, c)?;
+        }
+    }
+    Ok(())
 }
 
 /// A directory (or file) named on the command line cannot be used at all.
@@ -102,10 +117,11 @@ pub fn load(dirs: &[PathBuf]) -> Result<Catalog, DirectoryError> {
 }
 
 /// A field-located failure of one object, before it is tied to a file and object.
+/// Visible to `validate`'s tests, which check parse-level rules the same way.
 #[derive(Debug)]
-struct Failure {
-    field: Option<String>,
-    message: String,
+pub(in crate::backend) struct Failure {
+    pub(in crate::backend) field: Option<String>,
+    pub(in crate::backend) message: String,
 }
 
 impl Failure {
@@ -117,12 +133,29 @@ impl Failure {
     }
 }
 
+/// A parse error at its path. serde reports a missing field at its parent
+/// (`spec.port: missing field "port"`); it is moved to the field itself
+/// (`spec.port.port: required`) so that every required-field message reads the same.
 impl From<serde_path_to_error::Error<serde_yaml_ng::Error>> for Failure {
     fn from(e: serde_path_to_error::Error<serde_yaml_ng::Error>) -> Self {
         let path = e.path().to_string();
-        Self {
-            field: (path != ".").then_some(path),
-            message: e.into_inner().to_string(),
+        let parent = (path != ".").then_some(path);
+        let message = e.into_inner().to_string();
+        let missing = message
+            .strip_prefix("missing field `")
+            .and_then(|rest| rest.strip_suffix('`'));
+        match missing {
+            Some(name) => Self {
+                field: Some(match parent {
+                    Some(parent) => format!("{parent}.{name}"),
+                    None => name.to_owned(),
+                }),
+                message: "required".to_owned(),
+            },
+            None => Self {
+                field: parent,
+                message,
+            },
         }
     }
 }

@@ -222,10 +222,28 @@ pub struct LocalObjectReference {
 
 /// `WellKnownCACertificatesType`. Upstream also admits implementation-specific,
 /// domain-prefixed names (`example.com/bundle`); this agent defines none, so only
-/// `System` parses and anything else is an unknown-variant error at the field.
+/// `System` parses and anything else is an error at the field saying so.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String")]
 pub enum WellKnownCaCertificates {
     System,
+}
+
+impl TryFrom<String> for WellKnownCaCertificates {
+    type Error = String;
+
+    fn try_from(value: String) -> Result<Self, Self::Error> {
+        match value.as_str() {
+            "System" => Ok(Self::System),
+            "" => {
+                Err("must not be empty (System, or omit it and set caCertificateRefs)".to_owned())
+            }
+            other if other.contains('/') => Err(format!(
+                "{other:?}: implementation-specific CA sets are not defined by this agent; use System or caCertificateRefs"
+            )),
+            other => Err(format!("{other:?} is not supported; use System")),
+        }
+    }
 }
 
 /// Gateway API v1 `SubjectAltName`.

@@ -1,17 +1,81 @@
 //! Turns a parsed [`XBackend`] into the agent's [`Backend`], or into every reason it is
 //! unusable.
 //!
-//! Parsing (`model`) only checks shape; this module owns meaning. All errors of an object
-//! are collected rather than stopping at the first, so `redirector check` shows an
-//! operator everything to fix in one pass. Each rule is a small function that reports
-//! into a [`Report`] with the field path it concerns, which keeps the rule set a flat,
-//! table-like list that can grow to full upstream parity (issue #5) without restructuring.
+//! Parsing (`model`) checks shape: required fields, types and enums fail there, with the
+//! field path (`spec.port.port: required`, `spec.tls.mode: unknown variant ...`). This
+//! module owns meaning. All errors of an object are collected rather than stopping at the
+//! first, so `redirector check` shows an operator everything to fix in one pass. Each
+//! error names its field in upstream JSON names, like `spec.tls.validation.hostname`.
 //!
-//! Where this is stricter than the upstream CRD it says so at the rule.
+//! # Upstream rules enforced
+//!
+//! Every rule of the upstream CRD (Gateway API v1.6.1,
+//! `gateway.networking.x-k8s.io_xbackends.yaml`) on `spec`, with where it is enforced:
+//!
+//! | field | upstream rule | here |
+//! |---|---|---|
+//! | `spec` | required | `model` (serde) |
+//! | `spec.type` | required, enum `ExternalHostname` | `model`; `EndpointSelector` (dropped upstream) gets a precise message here |
+//! | `spec` | CEL: `type == ExternalHostname` ⇔ `externalHostname` set | [`external_hostname`] |
+//! | `spec.port`, `spec.port.port` | required; `minimum: 1`, `maximum: 65535`, int32 | `model`; [`port`] |
+//! | `spec.port.name` | `maxLength: 63`; CEL: empty or `format.dns1123Label()` | [`port`] |
+//! | `spec.externalHostname.hostname` | required; `PreciseHostname` (1..=253, lowercase labels pattern) | [`external_hostname`] |
+//! | `spec.externalHostname.hostname` | CEL: `!endsWith('.cluster.local')` | [`external_hostname`] |
+//! | `spec.protocol` | enum `TCP HTTP HTTP2 HTTP11 H2C MCP` | `model` |
+//! | `spec.tls.mode` | required, enum `None ServerOnly ClientAndServer` | `model` |
+//! | `spec.tls` | CEL: `clientCertificateRef` set ⇔ mode `ClientAndServer` | `tls::client_certificate` |
+//! | `spec.tls.clientCertificateRef` | `name` required (1..=253); `group` pattern (<= 253); `kind` pattern (1..=63); `namespace` DNS label | `model`; `tls::client_certificate` |
+//! | `spec.tls.validation.hostname` | required; `PreciseHostname` | `tls::validation` |
+//! | `spec.tls.validation` | CEL: not both `caCertificateRefs` and `wellKnownCACertificates` | `tls::ca_source` |
+//! | `spec.tls.validation` | CEL: one of `caCertificateRefs` (non-empty) or `wellKnownCACertificates` | `tls::ca_source` |
+//! | `spec.tls.validation.caCertificateRefs` | `maxItems: 8`; each `group`, `kind`, `name` required, with the `Group`/`Kind` patterns and name 1..=253 | `model`; `tls::ca_refs` |
+//! | `spec.tls.validation.wellKnownCACertificates` | 1..=253, `System` or a domain-prefixed name | `model` (see below) |
+//! | `spec.tls.validation.subjectAltNames` | `maxItems: 5`; each `type` required, enum `Hostname URI` | `model`; `tls::subject_alt_names` |
+//! | `subjectAltNames[i].hostname` | 1..=253, pattern `(*.)?` + `PreciseHostname` | `tls::subject_alt_names` |
+//! | `subjectAltNames[i].uri` | 1..=253, pattern `scheme://authority...` | `tls::subject_alt_names` |
+//! | `subjectAltNames[i]` | four CEL rules: the field the `type` names is set (non-empty), the other is not | `tls::subject_alt_names` |
+//!
+//! The API server also requires `metadata.name` to be a DNS subdomain and
+//! `metadata.namespace` a DNS label; both are checked here so that a directory of YAML
+//! and a cluster accept the same objects.
+//!
+//! # Stricter than upstream
+//!
+//! Each is also stated at the function that enforces it.
+//!
+//! - Hostnames (`externalHostname.hostname`, `validation.hostname`, SAN hostnames) must not
+//!   be IP literals or end in a numeric label (`10.0.0.1`, `127.1`, `0x7f.1`): the
+//!   `PreciseHostname` pattern admits dotted numbers, but an IP-shaped name would bypass
+//!   the resolver's address checks. Labels are at most 63 characters (the pattern does
+//!   not limit them; DNS cannot carry longer ones).
+//! - No wildcards in `externalHostname.hostname` or `validation.hostname` (the pattern
+//!   already refuses `*`; the message says so plainly). SAN hostnames keep upstream's
+//!   `*.` prefix, since certificates carry wildcard SANs.
+//! - `cluster.local` itself is refused, not only names ending in `.cluster.local`.
+//! - `spec.tls.validation` is required when `mode` is `ServerOnly` or `ClientAndServer`
+//!   (upstream leaves it optional): without it there is nothing to verify the server
+//!   certificate against, and the agent never originates unverified TLS.
+//! - References: `clientCertificateRef` must be a core `Secret` in the Backend's own
+//!   namespace (cross-namespace needs ReferenceGrant, not implemented);
+//!   `caCertificateRefs` entries must be core `ConfigMap`s or `Secret`s; referenced names
+//!   must be valid object names (DNS subdomains) rather than any 1..=253 characters.
+//!   Upstream makes unsupported kinds an `InvalidKind` status condition; here they are a
+//!   validation error, which is the same outcome for a directory of files.
+//! - `wellKnownCACertificates`: only `System`. Upstream's pattern also admits
+//!   implementation-specific names (`example.com/bundle`); this agent defines none, and
+//!   upstream requires an unrecognised value to make the object not Accepted.
+//! - SAN URIs: the scheme must be RFC 3986 (a letter first) and no whitespace.
+//! - Unknown fields are errors (`model` uses `deny_unknown_fields`); the API server
+//!   would prune them silently, and `kubectl apply` (strict field validation) refuses them.
+//!
+//! Not enforced: `status` (written by controllers, ignored when loading; the API server
+//! enforces its schema on write), and upstream defaulting is applied by `model` instead
+//! (`group: ""` and `kind: Secret` on `clientCertificateRef`).
 
 mod names;
 #[cfg(test)]
 mod tests;
+mod tls;
 mod types;
 
 pub use types::{
@@ -19,15 +83,8 @@ pub use types::{
     TlsMode, ValidationError,
 };
 
-use super::model::{
-    BackendSpec, BackendTlsPolicyValidation, BackendType, SecretObjectReference,
-    SubjectAltNameType, WellKnownCaCertificates, XBackend,
-};
-
-/// Upstream `MaxItems` on `validation.caCertificateRefs`.
-pub const MAX_CA_CERTIFICATE_REFS: usize = 8;
-/// Upstream `MaxItems` on `validation.subjectAltNames`.
-pub const MAX_SUBJECT_ALT_NAMES: usize = 5;
+use super::constraints::PORT_RANGE;
+use super::model::{BackendSpec, BackendType, XBackend};
 
 /// Collects errors so that every rule runs and all problems are reported at once.
 #[derive(Debug, Default)]
@@ -42,6 +99,17 @@ impl Report {
             message: message.into(),
         });
     }
+
+    /// Runs a check and reports its error at `field`; `true` if it passed.
+    fn check(&mut self, field: impl FnOnce() -> String, result: Result<(), String>) -> bool {
+        match result {
+            Ok(()) => true,
+            Err(message) => {
+                self.fail(field(), message);
+                false
+            }
+        }
+    }
 }
 
 /// Checks one XBackend and builds the agent model from it.
@@ -54,7 +122,7 @@ pub fn validate(object: &XBackend) -> Result<Backend, Vec<ValidationError>> {
     let port = port(&object.spec, &mut report);
     let protocol = object.spec.protocol.map_or(Protocol::Tcp, Protocol::from);
     let namespace = object.metadata.namespace.as_str();
-    let tls = tls(&object.spec, namespace, hostname.as_deref(), &mut report);
+    let tls = tls::tls(&object.spec, namespace, hostname.as_deref(), &mut report);
     match (key, hostname, port, tls) {
         (Some(key), Some(hostname), Some(port), Some(tls)) if report.errors.is_empty() => {
             Ok(Backend {
@@ -73,13 +141,10 @@ pub fn validate(object: &XBackend) -> Result<Backend, Vec<ValidationError>> {
 /// parts must be what Kubernetes itself would accept, so keys look the same in both modes.
 fn object_key(object: &XBackend, report: &mut Report) -> Option<ObjectKey> {
     let namespace = &object.metadata.namespace;
-    let ns_ok = match names::dns_label(namespace) {
-        Ok(()) => true,
-        Err(e) => {
-            report.fail("metadata.namespace", e);
-            false
-        }
-    };
+    let ns_ok = report.check(
+        || "metadata.namespace".to_owned(),
+        names::dns_label(namespace),
+    );
     let name = match object.metadata.name.as_deref() {
         None | Some("") => {
             report.fail("metadata.name", "required");
@@ -87,21 +152,19 @@ fn object_key(object: &XBackend, report: &mut Report) -> Option<ObjectKey> {
         }
         Some(name) => name,
     };
-    if let Err(e) = names::dns_subdomain(name) {
-        report.fail("metadata.name", e);
-        return None;
-    }
-    ns_ok.then(|| ObjectKey::new(namespace.clone(), name))
+    let name_ok = report.check(|| "metadata.name".to_owned(), names::dns_subdomain(name));
+    (ns_ok && name_ok).then(|| ObjectKey::new(namespace.clone(), name))
 }
 
 /// `type` and the `externalHostname` union member must agree (upstream CEL rule), and the
-/// hostname must be a precise, external DNS name.
+/// hostname must be a `PreciseHostname` outside `cluster.local` (upstream pattern and CEL)
+/// that is neither an IP literal nor a wildcard (stricter, see [`names::precise_hostname`]).
 fn external_hostname(spec: &BackendSpec, report: &mut Report) -> Option<String> {
     match (spec.backend_type, &spec.external_hostname) {
         (BackendType::EndpointSelector, _) => {
             report.fail(
                 "spec.type",
-                "EndpointSelector is provisional upstream and not supported; use ExternalHostname",
+                "EndpointSelector is not part of the upstream API (only ExternalHostname is)",
             );
             None
         }
@@ -113,282 +176,25 @@ fn external_hostname(spec: &BackendSpec, report: &mut Report) -> Option<String> 
             None
         }
         (BackendType::ExternalHostname, Some(ext)) => {
-            let field = "spec.externalHostname.hostname";
-            match names::precise_hostname(&ext.hostname) {
-                Ok(name) if names::is_cluster_local(&name) => {
-                    report.fail(
-                        field,
-                        "must not end with .cluster.local (in-cluster names are not external)",
-                    );
-                    None
-                }
-                Ok(name) => Some(name),
-                Err(e) => {
-                    report.fail(field, e);
-                    None
-                }
-            }
+            let field = || "spec.externalHostname.hostname".to_owned();
+            let ok = report.check(field, names::external_hostname(&ext.hostname));
+            ok.then(|| ext.hostname.clone())
         }
     }
 }
 
-/// `port.port` in 1..=65535; `port.name`, if non-empty, a DNS label (upstream rule).
+/// `port.port` in 1..=65535 (upstream minimum/maximum); `port.name`, if non-empty, a DNS
+/// label of at most 63 characters (upstream maxLength and CEL `format.dns1123Label()`).
 fn port(spec: &BackendSpec, report: &mut Report) -> Option<u16> {
-    if let Some(name) = spec.port.name.as_deref().filter(|n| !n.is_empty())
-        && let Err(e) = names::dns_label(name)
-    {
-        report.fail("spec.port.name", e);
+    if let Some(name) = spec.port.name.as_deref().filter(|n| !n.is_empty()) {
+        report.check(|| "spec.port.name".to_owned(), names::dns_label(name));
     }
+    let (min, max) = PORT_RANGE;
     match u16::try_from(spec.port.port) {
-        Ok(port) if port != 0 => Some(port),
+        Ok(port) if (min..=max).contains(&i64::from(port)) => Some(port),
         _ => {
-            report.fail("spec.port.port", "must be 1..=65535");
+            report.fail("spec.port.port", format!("must be {min}..={max}"));
             None
         }
     }
-}
-
-/// The `tls` block. Returns `Some(None)` when absent, `None` when invalid.
-fn tls(
-    spec: &BackendSpec,
-    namespace: &str,
-    backend_hostname: Option<&str>,
-    report: &mut Report,
-) -> Option<Option<BackendTls>> {
-    let Some(tls) = &spec.tls else {
-        return Some(None);
-    };
-    let before = report.errors.len();
-    let mode = TlsMode::from(tls.mode);
-    let client_certificate =
-        client_certificate(mode, tls.client_certificate_ref.as_ref(), namespace, report);
-    let validated = match &tls.validation {
-        Some(v) => validation(v, namespace, report),
-        None if mode == TlsMode::None => None,
-        None => {
-            report.fail(
-                "spec.tls.validation",
-                format!("required when spec.tls.mode is {mode}"),
-            );
-            None
-        }
-    };
-    if report.errors.len() != before {
-        return None;
-    }
-    let (hostname, ca, subject_alt_names) = match validated {
-        Some(v) => v,
-        // Only reachable with mode None: nothing will use these, but the struct stays total.
-        None => (backend_hostname?.to_owned(), CaSource::System, Vec::new()),
-    };
-    Some(Some(BackendTls {
-        mode,
-        hostname,
-        ca,
-        subject_alt_names,
-        client_certificate,
-    }))
-}
-
-/// `clientCertificateRef` is set if and only if mode is `ClientAndServer` (upstream CEL).
-///
-/// Stricter than upstream: only a core `Secret` is supported, and a namespace other than
-/// the Backend's is rejected, because honouring it would need ReferenceGrant checks the
-/// agent does not implement, and without them any namespace could borrow another's key.
-fn client_certificate(
-    mode: TlsMode,
-    reference: Option<&SecretObjectReference>,
-    namespace: &str,
-    report: &mut Report,
-) -> Option<ObjectRef> {
-    let field = "spec.tls.clientCertificateRef";
-    let reference = match (mode, reference) {
-        (TlsMode::ClientAndServer, Some(r)) => r,
-        (TlsMode::ClientAndServer, None) => {
-            report.fail(field, "required when spec.tls.mode is ClientAndServer");
-            return None;
-        }
-        (_, Some(_)) => {
-            report.fail(
-                field,
-                "must be unset unless spec.tls.mode is ClientAndServer",
-            );
-            return None;
-        }
-        (_, None) => return None,
-    };
-    let before = report.errors.len();
-    if !reference.group.is_empty() {
-        report.fail(format!("{field}.group"), "must be \"\" (core API group)");
-    }
-    if reference.kind != "Secret" {
-        report.fail(format!("{field}.kind"), "must be Secret");
-    }
-    if let Err(e) = names::dns_subdomain(&reference.name) {
-        report.fail(format!("{field}.name"), e);
-    }
-    if reference
-        .namespace
-        .as_deref()
-        .is_some_and(|ns| ns != namespace)
-    {
-        report.fail(
-            format!("{field}.namespace"),
-            "cross-namespace references are not supported (ReferenceGrant is not implemented)",
-        );
-    }
-    (report.errors.len() == before).then(|| ObjectRef {
-        kind: RefKind::Secret,
-        key: ObjectKey::new(namespace, reference.name.clone()),
-    })
-}
-
-/// `validation`: exactly one CA source, a precise SNI hostname, well-formed SANs.
-fn validation(
-    v: &BackendTlsPolicyValidation,
-    namespace: &str,
-    report: &mut Report,
-) -> Option<(String, CaSource, Vec<SubjectAltName>)> {
-    let field = "spec.tls.validation";
-    let before = report.errors.len();
-    let ca = match (
-        v.ca_certificate_refs.is_empty(),
-        v.well_known_ca_certificates,
-    ) {
-        (false, Some(_)) => {
-            report.fail(
-                field,
-                "must not set both caCertificateRefs and wellKnownCACertificates",
-            );
-            None
-        }
-        (true, None) => {
-            report.fail(
-                field,
-                "must set one of caCertificateRefs or wellKnownCACertificates",
-            );
-            None
-        }
-        (true, Some(WellKnownCaCertificates::System)) => Some(CaSource::System),
-        (false, None) => ca_refs(v, namespace, report).map(CaSource::Refs),
-    };
-    let hostname = match v.hostname.as_deref() {
-        None | Some("") => {
-            report.fail(format!("{field}.hostname"), "required");
-            None
-        }
-        Some(raw) => names::precise_hostname(raw)
-            .map_err(|e| report.fail(format!("{field}.hostname"), e))
-            .ok(),
-    };
-    let sans = subject_alt_names(v, report);
-    if report.errors.len() != before {
-        return None;
-    }
-    Some((hostname?, ca?, sans))
-}
-
-/// At most 8 references, each to a core ConfigMap or Secret. A `LocalObjectReference` has
-/// no namespace: it always means the Backend's own.
-fn ca_refs(
-    v: &BackendTlsPolicyValidation,
-    namespace: &str,
-    report: &mut Report,
-) -> Option<Vec<ObjectRef>> {
-    let field = "spec.tls.validation.caCertificateRefs";
-    let refs = &v.ca_certificate_refs;
-    if refs.len() > MAX_CA_CERTIFICATE_REFS {
-        report.fail(
-            field,
-            format!(
-                "at most {MAX_CA_CERTIFICATE_REFS} entries (got {})",
-                refs.len()
-            ),
-        );
-        return None;
-    }
-    let before = report.errors.len();
-    let mut out = Vec::with_capacity(refs.len());
-    for (i, r) in refs.iter().enumerate() {
-        if !r.group.is_empty() {
-            report.fail(
-                format!("{field}[{i}].group"),
-                "must be \"\" (core API group)",
-            );
-        }
-        let kind = match r.kind.as_str() {
-            "ConfigMap" => Some(RefKind::ConfigMap),
-            "Secret" => Some(RefKind::Secret),
-            other => {
-                report.fail(
-                    format!("{field}[{i}].kind"),
-                    format!("{other:?} is not supported; use ConfigMap or Secret"),
-                );
-                None
-            }
-        };
-        if let Err(e) = names::dns_subdomain(&r.name) {
-            report.fail(format!("{field}[{i}].name"), e);
-        }
-        if let Some(kind) = kind {
-            out.push(ObjectRef {
-                kind,
-                key: ObjectKey::new(namespace, r.name.clone()),
-            });
-        }
-    }
-    (report.errors.len() == before).then_some(out)
-}
-
-/// At most 5 entries, each carrying exactly the field its `type` names (upstream CEL).
-fn subject_alt_names(v: &BackendTlsPolicyValidation, report: &mut Report) -> Vec<SubjectAltName> {
-    let field = "spec.tls.validation.subjectAltNames";
-    let sans = &v.subject_alt_names;
-    if sans.len() > MAX_SUBJECT_ALT_NAMES {
-        report.fail(
-            field,
-            format!(
-                "at most {MAX_SUBJECT_ALT_NAMES} entries (got {})",
-                sans.len()
-            ),
-        );
-        return Vec::new();
-    }
-    let mut out = Vec::with_capacity(sans.len());
-    for (i, san) in sans.iter().enumerate() {
-        let hostname = san.hostname.as_deref().filter(|s| !s.is_empty());
-        let uri = san.uri.as_deref().filter(|s| !s.is_empty());
-        match (san.san_type, hostname, uri) {
-            (SubjectAltNameType::Hostname, Some(h), None) => match names::san_hostname(h) {
-                Ok(h) => out.push(SubjectAltName::Hostname(h)),
-                Err(e) => report.fail(format!("{field}[{i}].hostname"), e),
-            },
-            (SubjectAltNameType::Uri, None, Some(u)) => match names::san_uri(u) {
-                Ok(()) => out.push(SubjectAltName::Uri(u.to_owned())),
-                Err(e) => report.fail(format!("{field}[{i}].uri"), e),
-            },
-            (SubjectAltNameType::Hostname, None, _) => {
-                report.fail(
-                    format!("{field}[{i}].hostname"),
-                    "required when type is Hostname",
-                );
-            }
-            (SubjectAltNameType::Uri, _, None) => {
-                report.fail(format!("{field}[{i}].uri"), "required when type is URI");
-            }
-            (SubjectAltNameType::Hostname, Some(_), Some(_)) => {
-                report.fail(
-                    format!("{field}[{i}].uri"),
-                    "must be unset when type is Hostname",
-                );
-            }
-            (SubjectAltNameType::Uri, Some(_), Some(_)) => {
-                report.fail(
-                    format!("{field}[{i}].hostname"),
-                    "must be unset when type is URI",
-                );
-            }
-        }
-    }
-    out
 }

@@ -4,6 +4,8 @@ use std::path::{Path, PathBuf};
 use super::*;
 use crate::backend::validate::{CaSource, TlsMode};
 
+mod problems;
+
 fn write(dir: &Path, rel: &str, text: &str) -> PathBuf {
     let path = dir.join(rel);
     if let Some(parent) = path.parent() {
@@ -65,86 +67,6 @@ fn valid_multi_document_file() {
             .config_maps
             .contains_key(&ObjectKey::new("demo", "ca"))
     );
-}
-
-#[test]
-fn broken_object_is_reported_and_others_load() {
-    let dir = tempfile::tempdir().unwrap();
-    let text = [
-        xbackend("demo", "one", "one.example.com", "80"),
-        xbackend("demo", "bad", "bad.example.com", "70000"),
-        xbackend("demo", "two", "two.example.com", "80"),
-    ]
-    .join("---\n");
-    let file = write(dir.path(), "x.yaml", &text);
-    let catalog = load_dir(dir.path());
-    assert_eq!(names(&catalog), ["demo/one", "demo/two"]);
-    let want = Problem {
-        file: file.clone(),
-        object: Some("XBackend demo/bad".into()),
-        field: Some("spec.port.port".into()),
-        message: "must be 1..=65535".into(),
-    };
-    assert_eq!(catalog.problems, [want]);
-    assert_eq!(
-        rendered(&catalog),
-        [format!(
-            "{}: XBackend demo/bad: spec.port.port: must be 1..=65535",
-            file.display()
-        )]
-    );
-}
-
-#[test]
-fn unknown_field_names_its_path() {
-    let dir = tempfile::tempdir().unwrap();
-    let text =
-        xbackend("demo", "typo", "a.example.com", "80").replace("    hostname:", "    hostnme:");
-    write(dir.path(), "x.yaml", &text);
-    let catalog = load_dir(dir.path());
-    assert!(catalog.backends.is_empty());
-    let [problem] = catalog.problems.as_slice() else {
-        panic!("{:?}", catalog.problems)
-    };
-    assert_eq!(problem.object.as_deref(), Some("XBackend demo/typo"));
-    assert_eq!(
-        problem.field.as_deref(),
-        Some("spec.externalHostname.hostnme")
-    );
-    assert!(
-        problem.message.contains("unknown field `hostnme`"),
-        "{problem}"
-    );
-}
-
-#[test]
-fn bad_enum_value_names_its_field() {
-    let base = xbackend("demo", "e", "a.example.com", "443");
-    let cases = [
-        (format!("{base}  protocol: TLS\n"), "spec.protocol", "`TLS`"),
-        (
-            format!("{base}  tls:\n    mode: Strict\n"),
-            "spec.tls.mode",
-            "`Strict`",
-        ),
-        (
-            base.replace("type: ExternalHostname", "type: External"),
-            "spec.type",
-            "`External`",
-        ),
-    ];
-    for (text, field, value) in cases {
-        let dir = tempfile::tempdir().unwrap();
-        write(dir.path(), "x.yaml", &text);
-        let catalog = load_dir(dir.path());
-        assert!(catalog.backends.is_empty());
-        let [problem] = catalog.problems.as_slice() else {
-            panic!("{:?}", catalog.problems)
-        };
-        assert_eq!(problem.field.as_deref(), Some(field));
-        assert!(problem.message.contains("unknown variant"), "{problem}");
-        assert!(problem.message.contains(value), "{problem}");
-    }
 }
 
 #[test]
@@ -292,34 +214,6 @@ fn yaml_syntax_error_rejects_only_that_file() {
         (&bad, &None, &None)
     );
     assert!(problem.message.starts_with("invalid YAML"), "{problem}");
-}
-
-#[test]
-fn documents_without_identity_are_labelled_by_index() {
-    let dir = tempfile::tempdir().unwrap();
-    let text = format!(
-        "{}---\n{}---\n- a list\n---\nmetadata: {{name: x}}\n---\n{}",
-        xbackend("demo", "ok", "ok.example.com", "80"),
-        xbackend("demo", "", "n.example.com", "80"),
-        xbackend("demo", "old", "o.example.com", "80").replace("v1alpha1", "v1"),
-    );
-    let file = write(dir.path(), "x.yaml", &text);
-    let catalog = load_dir(dir.path());
-    assert_eq!(names(&catalog), ["demo/ok"]);
-    let f = file.display();
-    assert_eq!(
-        rendered(&catalog),
-        [
-            format!("{f}: document 2: metadata.name: required"),
-            format!(
-                "{f}: document 3: not a Kubernetes object (expected a mapping with apiVersion and kind)"
-            ),
-            format!("{f}: document 4: kind: required"),
-            format!(
-                "{f}: document 5: apiVersion: must be gateway.networking.x-k8s.io/v1alpha1 for XBackend"
-            ),
-        ]
-    );
 }
 
 #[test]

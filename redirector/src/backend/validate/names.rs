@@ -49,7 +49,9 @@ pub fn dns_subdomain(name: &str) -> Result<(), String> {
             ));
         }
         if !is_label(label) {
-            return Err(format!("{name:?} is not a valid RFC 1123 DNS name (lowercase letters, digits, '-' and '.')"));
+            return Err(format!(
+                "{name:?} is not a valid RFC 1123 DNS name (lowercase letters, digits, '-' and '.')"
+            ));
         }
     }
     Ok(())
@@ -120,6 +122,18 @@ pub fn is_ip_literal(name: &str) -> bool {
     decimal || hex
 }
 
+/// `spec.externalHostname.hostname`: a [`precise_hostname`] outside the cluster's domain
+/// (upstream CEL `!self.endsWith('.cluster.local')`). The domain is tested first, on the
+/// lowercase form, so that `DB.svc.cluster.local.` is told the real problem at once.
+pub fn external_hostname(raw: &str) -> Result<(), String> {
+    if is_cluster_local(&canonical(raw)) {
+        return Err(
+            "must not end with .cluster.local (in-cluster names are not external)".to_owned(),
+        );
+    }
+    precise_hostname(raw)
+}
+
 /// `true` when the name is inside the cluster's own DNS domain, which upstream forbids
 /// for external hostnames (an in-cluster Service must not masquerade as external).
 /// Stricter than upstream's `!self.endsWith('.cluster.local')`: `cluster.local` itself
@@ -185,9 +199,8 @@ pub fn group(group: &str) -> Result<(), String> {
     if group.is_empty() {
         return Ok(());
     }
-    dns_subdomain(group).map_err(|_| {
-        format!("{group:?} is not a valid API group (empty for core, or a DNS name)")
-    })
+    dns_subdomain(group)
+        .map_err(|_| format!("{group:?} is not a valid API group (empty for core, or a DNS name)"))
 }
 
 /// Gateway API `Kind`: 1..=63 characters, a letter first, then letters, digits and `-`,
@@ -200,7 +213,9 @@ pub fn kind(kind: &str) -> Result<(), String> {
         return Err(format!("must be at most {MAX_DNS_LABEL} characters"));
     }
     let bytes = kind.as_bytes();
-    let ok = bytes.iter().all(|&b| b.is_ascii_alphanumeric() || b == b'-')
+    let ok = bytes
+        .iter()
+        .all(|&b| b.is_ascii_alphanumeric() || b == b'-')
         && bytes.first().is_some_and(u8::is_ascii_alphabetic)
         && bytes.last().is_some_and(u8::is_ascii_alphanumeric);
     if ok {

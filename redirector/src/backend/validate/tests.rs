@@ -1,7 +1,15 @@
-//! Table-driven tests: each rule has at least one accepted and one rejected case, and a
-//! rejected case must fail with exactly one error at exactly the expected field.
+//! Table-driven tests. Every rule in [`rules::RULES`] (one per upstream OpenAPI constraint
+//! or CEL rule, plus the stricter ones) has at least one accepted and one rejected case in
+//! the tables of `spec_cases` and `tls_cases`, and a rejected case must fail with exactly
+//! one error at exactly the expected field. Cases go through parsing as well as
+//! validation, as a file does, because required fields, types and enums fail in `model`.
+
+mod rules;
+mod spec_cases;
+mod tls_cases;
 
 use super::*;
+use crate::backend::directory::Failure;
 use crate::backend::model::XBackend;
 
 const META: &str = "{name: echo, namespace: demo}";
@@ -9,15 +17,45 @@ const HOST: &str = "externalHostname: {hostname: api.example.com}";
 const SYSTEM: &str = "wellKnownCACertificates: System";
 const CA_REF: &str = "caCertificateRefs: [{group: '', kind: ConfigMap, name: ca}]";
 
-/// An XBackend written in YAML flow style, so that a case fits on one line.
+/// `(rule id, case name, metadata, spec, None if valid else the one field reported)`.
+type Case = (
+    &'static str,
+    &'static str,
+    &'static str,
+    String,
+    Option<&'static str>,
+);
+
+/// An XBackend document in YAML flow style, so that a case fits on one line. A `spec`
+/// of `-` leaves the spec out.
+fn document(meta: &str, spec: &str) -> String {
+    let spec = match spec {
+        "-" => String::new(),
+        spec => format!(", spec: {{{spec}}}"),
+    };
+    format!(
+        "{{apiVersion: gateway.networking.x-k8s.io/v1alpha1, kind: XBackend, metadata: {meta}{spec}}}"
+    )
+}
+
+/// Parses as the directory source does (so parse errors carry the same field paths).
+fn parse_checked(meta: &str, spec: &str) -> Result<XBackend, Failure> {
+    let doc = document(meta, spec);
+    let value: serde_yaml_ng::Value = match serde_yaml_ng::from_str(&doc) {
+        Ok(v) => v,
+        Err(e) => panic!("test document is not YAML: {e}\n{doc}"),
+    };
+    serde_path_to_error::deserialize(value).map_err(Failure::from)
+}
+
 fn parse(meta: &str, spec: &str) -> XBackend {
-    let doc = format!(
-        "{{apiVersion: gateway.networking.x-k8s.io/v1alpha1, kind: XBackend, metadata: {meta}, spec: {{{spec}}}}}"
-    );
-    match serde_yaml_ng::from_str(&doc) {
-        Ok(x) => x,
-        Err(e) => panic!("test document does not parse: {e}\n{doc}"),
-    }
+    parse_checked(meta, spec).unwrap_or_else(|e| panic!("does not parse: {e:?}"))
+}
+
+/// Parsing then validation; the fields of every error.
+fn outcome(meta: &str, spec: &str) -> Result<Backend, Vec<String>> {
+    let object = parse_checked(meta, spec).map_err(|f| vec![f.field.unwrap_or_default()])?;
+    validate(&object).map_err(|errors| errors.into_iter().map(|e| e.field).collect())
 }
 
 fn plain(hostname: &str, port: &str) -> String {
@@ -34,9 +72,21 @@ fn server_only(validation: &str) -> String {
     with_tls(&format!("mode: ServerOnly, validation: {{{validation}}}"))
 }
 
+fn mtls(cert: &str) -> String {
+    with_tls(&format!(
+        "mode: ClientAndServer, clientCertificateRef: {{{cert}}}, validation: {{hostname: a.example.com, {SYSTEM}}}"
+    ))
+}
+
 fn sans(entries: &str) -> String {
     server_only(&format!(
         "hostname: api.example.com, {SYSTEM}, subjectAltNames: [{entries}]"
+    ))
+}
+
+fn ca_ref(entry: &str) -> String {
+    server_only(&format!(
+        "hostname: a.example.com, caCertificateRefs: [{{{entry}}}]"
     ))
 }
 
@@ -50,106 +100,21 @@ fn ca_refs(n: usize) -> String {
     ))
 }
 
-/// `(case name, metadata, spec, None if valid else the one field that must be reported)`.
-/// One row per line: the table is read across, so rustfmt's vertical layout is skipped.
-#[rustfmt::skip]
-fn cases() -> Vec<(&'static str, &'static str, String, Option<&'static str>)> {
-    let v = "spec.tls.validation";
-    let cc = "spec.tls.clientCertificateRef";
-    let sn = "spec.tls.validation.subjectAltNames";
-    vec![
-        // metadata
-        ("name ok", META, plain("a.example.com", "80"), None),
-        ("name missing", "{namespace: demo}", plain("a.example.com", "80"), Some("metadata.name")),
-        ("name empty", "{name: ''}", plain("a.example.com", "80"), Some("metadata.name")),
-        ("name not dns", "{name: Echo_1}", plain("a.example.com", "80"), Some("metadata.name")),
-        ("namespace defaulted", "{name: echo}", plain("a.example.com", "80"), None),
-        ("namespace not label", "{name: echo, namespace: a.b}", plain("a.example.com", "80"), Some("metadata.namespace")),
-        // type / externalHostname union
-        ("type without member", META, "type: ExternalHostname, port: {port: 80}".into(), Some("spec.externalHostname")),
-        ("endpoint selector", META, "type: EndpointSelector, port: {port: 80}".into(), Some("spec.type")),
-        // port
-        ("port 1", META, plain("a.example.com", "1"), None),
-        ("port 65535", META, plain("a.example.com", "65535"), None),
-        ("port 0", META, plain("a.example.com", "0"), Some("spec.port.port")),
-        ("port 65536", META, plain("a.example.com", "65536"), Some("spec.port.port")),
-        ("port negative", META, plain("a.example.com", "-1"), Some("spec.port.port")),
-        ("port name ok", META, format!("type: ExternalHostname, {HOST}, port: {{name: https, port: 443}}"), None),
-        ("port name empty", META, format!("type: ExternalHostname, {HOST}, port: {{name: '', port: 443}}"), None),
-        ("port name bad", META, format!("type: ExternalHostname, {HOST}, port: {{name: Https_1, port: 443}}"), Some("spec.port.name")),
-        // hostname
-        ("hostname mixed case and dot", META, plain("API.Example.COM.", "443"), None),
-        ("hostname single label", META, plain("localhost-svc", "443"), None),
-        ("hostname ipv4", META, plain("10.0.0.1", "443"), Some("spec.externalHostname.hostname")),
-        ("hostname ipv6", META, plain("::1", "443"), Some("spec.externalHostname.hostname")),
-        ("hostname bracketed ipv6", META, plain("[fe80::1]", "443"), Some("spec.externalHostname.hostname")),
-        ("hostname short ipv4", META, plain("127.1", "443"), Some("spec.externalHostname.hostname")),
-        ("hostname hex ipv4", META, plain("0x7f.0x1", "443"), Some("spec.externalHostname.hostname")),
-        ("hostname wildcard", META, plain("*.example.com", "443"), Some("spec.externalHostname.hostname")),
-        ("hostname cluster.local", META, plain("db.ns.svc.cluster.local", "443"), Some("spec.externalHostname.hostname")),
-        ("hostname cluster.local dot", META, plain("db.ns.svc.cluster.local.", "443"), Some("spec.externalHostname.hostname")),
-        ("hostname lookalike", META, plain("notcluster.local", "443"), None),
-        ("hostname empty label", META, plain("a..example.com", "443"), Some("spec.externalHostname.hostname")),
-        ("hostname two dots", META, plain("example.com..", "443"), Some("spec.externalHostname.hostname")),
-        ("hostname leading dash", META, plain("-a.example.com", "443"), Some("spec.externalHostname.hostname")),
-        ("hostname underscore", META, plain("a_b.example.com", "443"), Some("spec.externalHostname.hostname")),
-        ("hostname long label", META, plain(&format!("{}.com", "a".repeat(64)), "443"), Some("spec.externalHostname.hostname")),
-        ("hostname too long", META, plain(&vec!["a".repeat(60); 5].join("."), "443"), Some("spec.externalHostname.hostname")),
-        ("hostname empty", META, plain("", "443"), Some("spec.externalHostname.hostname")),
-        // tls mode and clientCertificateRef
-        ("mode None bare", META, with_tls("mode: None"), None),
-        ("mode None with cert", META, with_tls("mode: None, clientCertificateRef: {name: c}"), Some(cc)),
-        ("server only with cert", META, with_tls(&format!("mode: ServerOnly, clientCertificateRef: {{name: c}}, validation: {{hostname: a.example.com, {SYSTEM}}}")), Some(cc)),
-        ("mtls ok", META, with_tls(&format!("mode: ClientAndServer, clientCertificateRef: {{name: c}}, validation: {{hostname: a.example.com, {SYSTEM}}}")), None),
-        ("mtls same namespace", META, with_tls(&format!("mode: ClientAndServer, clientCertificateRef: {{name: c, namespace: demo}}, validation: {{hostname: a.example.com, {SYSTEM}}}")), None),
-        ("mtls without cert", META, with_tls(&format!("mode: ClientAndServer, validation: {{hostname: a.example.com, {SYSTEM}}}")), Some(cc)),
-        ("mtls other namespace", META, with_tls(&format!("mode: ClientAndServer, clientCertificateRef: {{name: c, namespace: other}}, validation: {{hostname: a.example.com, {SYSTEM}}}")), Some("spec.tls.clientCertificateRef.namespace")),
-        ("mtls configmap cert", META, with_tls(&format!("mode: ClientAndServer, clientCertificateRef: {{kind: ConfigMap, name: c}}, validation: {{hostname: a.example.com, {SYSTEM}}}")), Some("spec.tls.clientCertificateRef.kind")),
-        // validation presence and CA source
-        ("server only without validation", META, with_tls("mode: ServerOnly"), Some(v)),
-        ("mtls without validation", META, with_tls("mode: ClientAndServer, clientCertificateRef: {name: c}"), Some(v)),
-        ("system roots", META, server_only(&format!("hostname: api.example.com, {SYSTEM}")), None),
-        ("ca ref", META, server_only(&format!("hostname: api.example.com, {CA_REF}")), None),
-        ("both ca sources", META, server_only(&format!("hostname: api.example.com, {SYSTEM}, {CA_REF}")), Some(v)),
-        ("no ca source", META, server_only("hostname: api.example.com"), Some(v)),
-        ("empty ca refs", META, server_only("hostname: api.example.com, caCertificateRefs: []"), Some(v)),
-        ("mode None validation checked", META, with_tls("mode: None, validation: {hostname: api.example.com}"), Some(v)),
-        ("8 ca refs", META, ca_refs(8), None),
-        ("9 ca refs", META, ca_refs(9), Some("spec.tls.validation.caCertificateRefs")),
-        ("ca ref secret", META, server_only("hostname: a.example.com, caCertificateRefs: [{group: '', kind: Secret, name: ca}]"), None),
-        ("ca ref kind", META, server_only("hostname: a.example.com, caCertificateRefs: [{group: '', kind: Service, name: ca}]"), Some("spec.tls.validation.caCertificateRefs[0].kind")),
-        ("ca ref group", META, server_only("hostname: a.example.com, caCertificateRefs: [{group: example.com, kind: ConfigMap, name: ca}]"), Some("spec.tls.validation.caCertificateRefs[0].group")),
-        // validation.hostname
-        ("sni missing", META, server_only(SYSTEM), Some("spec.tls.validation.hostname")),
-        ("sni empty", META, server_only(&format!("hostname: '', {SYSTEM}")), Some("spec.tls.validation.hostname")),
-        ("sni ip", META, server_only(&format!("hostname: 192.0.2.1, {SYSTEM}")), Some("spec.tls.validation.hostname")),
-        ("sni wildcard", META, server_only(&format!("hostname: '*.example.com', {SYSTEM}")), Some("spec.tls.validation.hostname")),
-        // subjectAltNames
-        ("san hostname", META, sans("{type: Hostname, hostname: api.example.com}"), None),
-        ("san wildcard", META, sans("{type: Hostname, hostname: '*.example.com'}"), None),
-        ("san uri", META, sans("{type: URI, uri: 'spiffe://td.example/ns/a/sa/b'}"), None),
-        ("5 sans", META, sans(&["{type: Hostname, hostname: a.example.com}"; 5].join(", ")), None),
-        ("6 sans", META, sans(&["{type: Hostname, hostname: a.example.com}"; 6].join(", ")), Some(sn)),
-        ("san hostname missing", META, sans("{type: Hostname, uri: 'spiffe://td/x'}"), Some("spec.tls.validation.subjectAltNames[0].hostname")),
-        ("san hostname plus uri", META, sans("{type: Hostname, hostname: a.example.com, uri: 'spiffe://td/x'}"), Some("spec.tls.validation.subjectAltNames[0].uri")),
-        ("san uri missing", META, sans("{type: URI, hostname: a.example.com}"), Some("spec.tls.validation.subjectAltNames[0].uri")),
-        ("san uri plus hostname", META, sans("{type: URI, hostname: a.example.com, uri: 'spiffe://td/x'}"), Some("spec.tls.validation.subjectAltNames[0].hostname")),
-        ("san uri no scheme", META, sans("{type: URI, uri: 'td.example/path'}"), Some("spec.tls.validation.subjectAltNames[0].uri")),
-        ("san uri no authority", META, sans("{type: URI, uri: 'mailto:a@example.com'}"), Some("spec.tls.validation.subjectAltNames[0].uri")),
-        ("san hostname inner wildcard", META, sans("{type: Hostname, hostname: 'a.*.example.com'}"), Some("spec.tls.validation.subjectAltNames[0].hostname")),
-        ("san second entry", META, sans("{type: Hostname, hostname: a.example.com}, {type: URI}"), Some("spec.tls.validation.subjectAltNames[1].uri")),
-    ]
+fn all_cases() -> Vec<Case> {
+    let mut cases = spec_cases::cases();
+    cases.extend(tls_cases::cases());
+    cases
 }
 
 #[test]
 fn rules_table() {
     let mut failures = Vec::new();
-    for (name, meta, spec, want) in cases() {
-        let result = validate(&parse(meta, &spec));
+    for (rule, name, meta, spec, want) in all_cases() {
+        let result = outcome(meta, &spec);
         match (want, &result) {
             (None, Ok(_)) => {}
-            (Some(field), Err(errors)) if errors.len() == 1 && errors[0].field == field => {}
-            _ => failures.push(format!("{name}: want {want:?}, got {result:?}")),
+            (Some(field), Err(fields)) if fields.len() == 1 && fields[0] == field => {}
+            _ => failures.push(format!("{rule} / {name}: want {want:?}, got {result:?}")),
         }
     }
     assert!(
@@ -161,10 +126,31 @@ fn rules_table() {
 }
 
 #[test]
+fn every_rule_has_a_valid_and_an_invalid_case() {
+    let cases = all_cases();
+    let mut missing = Vec::new();
+    for (rule, source) in rules::RULES {
+        let valid = cases.iter().any(|c| c.0 == *rule && c.4.is_none());
+        let invalid = cases.iter().any(|c| c.0 == *rule && c.4.is_some());
+        if !(valid && invalid) {
+            missing.push(format!(
+                "{rule} ({source}): valid {valid}, invalid {invalid}"
+            ));
+        }
+    }
+    for case in &cases {
+        if !rules::RULES.iter().any(|(rule, _)| *rule == case.0) {
+            missing.push(format!("case {:?} names unknown rule {:?}", case.1, case.0));
+        }
+    }
+    assert!(missing.is_empty(), "{}", missing.join("\n"));
+}
+
+#[test]
 fn plain_backend_model() {
     let backend = validate(&parse(
         "{name: echo}",
-        &plain("Echo.Redirector.Test.", "8080"),
+        &plain("echo.redirector.test", "8080"),
     ));
     let want = Backend {
         key: ObjectKey::new("default", "echo"),
@@ -193,11 +179,15 @@ fn mode_none_keeps_tls_block() {
 fn mtls_model_resolves_references_in_namespace() {
     let spec = format!(
         "{}, protocol: HTTP2",
-        with_tls(&format!(
-            "mode: ClientAndServer, clientCertificateRef: {{name: client}}, validation: {{hostname: API.example.com, {CA_REF}, subjectAltNames: [{{type: URI, uri: 'spiffe://td/x'}}, {{type: Hostname, hostname: '*.Example.com'}}]}}"
-        ))
+        with_tls(
+            "mode: ClientAndServer, clientCertificateRef: {name: client}, validation: {hostname: api.example.com, caCertificateRefs: [{group: '', kind: ConfigMap, name: ca}, {group: '', kind: Secret, name: ca2}], subjectAltNames: [{type: URI, uri: 'spiffe://td/x'}, {type: Hostname, hostname: '*.example.com'}]}"
+        )
     );
     let backend = validate(&parse(META, &spec));
+    let object_ref = |kind, name| ObjectRef {
+        kind,
+        key: ObjectKey::new("demo", name),
+    };
     let want = Backend {
         key: ObjectKey::new("demo", "echo"),
         hostname: "api.example.com".into(),
@@ -206,18 +196,15 @@ fn mtls_model_resolves_references_in_namespace() {
         tls: Some(BackendTls {
             mode: TlsMode::ClientAndServer,
             hostname: "api.example.com".into(),
-            ca: CaSource::Refs(vec![ObjectRef {
-                kind: RefKind::ConfigMap,
-                key: ObjectKey::new("demo", "ca"),
-            }]),
+            ca: CaSource::Refs(vec![
+                object_ref(RefKind::ConfigMap, "ca"),
+                object_ref(RefKind::Secret, "ca2"),
+            ]),
             subject_alt_names: vec![
                 SubjectAltName::Uri("spiffe://td/x".into()),
                 SubjectAltName::Hostname("*.example.com".into()),
             ],
-            client_certificate: Some(ObjectRef {
-                kind: RefKind::Secret,
-                key: ObjectKey::new("demo", "client"),
-            }),
+            client_certificate: Some(object_ref(RefKind::Secret, "client")),
         }),
     };
     assert_eq!(backend, Ok(want));
@@ -242,12 +229,78 @@ fn all_errors_are_reported_at_once() {
 }
 
 #[test]
-fn error_display_is_field_colon_message() {
-    let errors = validate(&parse(META, &server_only(SYSTEM)))
+fn san_with_the_wrong_field_breaks_two_rules() {
+    let errors = validate(&parse(META, &sans("{type: URI, hostname: a.example.com}")))
         .err()
         .unwrap_or_default();
     let rendered: Vec<String> = errors.iter().map(ToString::to_string).collect();
-    assert_eq!(rendered, ["spec.tls.validation.hostname: required"]);
+    let field = "spec.tls.validation.subjectAltNames[0]";
+    assert_eq!(
+        rendered,
+        [
+            format!("{field}.hostname: must be unset when type is URI"),
+            format!("{field}.uri: required when type is URI"),
+        ]
+    );
+}
+
+#[test]
+fn messages_name_the_field_and_the_fix() {
+    let cases = [
+        (
+            server_only(SYSTEM),
+            "spec.tls.validation.hostname: required",
+        ),
+        (
+            plain("API.Example.com.", "443"),
+            "spec.externalHostname.hostname: \"API.Example.com.\" must be lowercase without a trailing dot; write \"api.example.com\"",
+        ),
+        (
+            plain("DB.svc.cluster.local.", "443"),
+            "spec.externalHostname.hostname: must not end with .cluster.local (in-cluster names are not external)",
+        ),
+        (
+            plain("a.example.com", "0"),
+            "spec.port.port: must be 1..=65535",
+        ),
+        (
+            mtls("name: c, namespace: other"),
+            "spec.tls.clientCertificateRef.namespace: cross-namespace references are not supported (ReferenceGrant is not implemented)",
+        ),
+    ];
+    for (spec, want) in cases {
+        let errors = validate(&parse(META, &spec)).err().unwrap_or_default();
+        let rendered: Vec<String> = errors.iter().map(ToString::to_string).collect();
+        assert_eq!(rendered, [want]);
+    }
+}
+
+#[test]
+fn parse_errors_name_the_field() {
+    let cases = [
+        ("-", "spec", "required"),
+        (
+            "type: ExternalHostname, port: {name: x}",
+            "spec.port.port",
+            "required",
+        ),
+        (&*with_tls(""), "spec.tls.mode", "required"),
+        (
+            &*plain("a.example.com", "'443'"),
+            "spec.port.port",
+            "invalid type",
+        ),
+        (
+            &*server_only("hostname: a.example.com, wellKnownCACertificates: example.com/ca"),
+            "spec.tls.validation.wellKnownCACertificates",
+            "implementation-specific",
+        ),
+    ];
+    for (spec, field, message) in cases {
+        let failure = parse_checked(META, spec).expect_err(spec);
+        assert_eq!(failure.field.as_deref(), Some(field), "{spec}");
+        assert!(failure.message.contains(message), "{spec}: {failure:?}");
+    }
 }
 
 #[test]

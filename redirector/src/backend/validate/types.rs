@@ -36,7 +36,7 @@ impl fmt::Display for ObjectKey {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Backend {
     pub key: ObjectKey,
-    /// Normalised: ASCII lowercase, no trailing dot.
+    /// Lowercase, without a trailing dot: validation refuses other spellings, as upstream does.
     pub hostname: String,
     pub port: u16,
     pub protocol: Protocol,
@@ -169,7 +169,7 @@ pub enum RefKind {
 /// A name the upstream certificate must present (at least one of the list must match).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum SubjectAltName {
-    /// DNS name, normalised to lowercase; may start with `*.`.
+    /// DNS name, lowercase (validated); may start with `*.`.
     Hostname(String),
     /// URI SAN, e.g. a SPIFFE ID, compared verbatim.
     Uri(String),

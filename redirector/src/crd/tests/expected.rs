@@ -1,0 +1,75 @@
+//! The structure of upstream's XBackend schema (Gateway API v1.6.1,
+//! `config/crd/experimental/gateway.networking.x-k8s.io_xbackends.yaml`), rewritten as one
+//! line per schema node: `path: type` and its constraints in a fixed order, and one
+//! `path: rule <CEL>` line per validation rule. `[]` is "each item". Descriptions and CEL
+//! messages are left out: they are prose, free to differ. Lines starting with `#` are
+//! comments.
+
+pub const UPSTREAM: &str = r#"
+# The envelope.
+(root): object required=spec
+apiVersion: string
+kind: string
+metadata: object
+# spec, outside tls.
+spec.externalHostname.hostname: rule !self.endsWith('.cluster.local')
+spec.externalHostname.hostname: string minLength=1 maxLength=253 pattern=^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$
+spec.externalHostname: object required=hostname
+spec.port.name: rule size(self) == 0 || format.dns1123Label().validate(self) == null
+spec.port.name: string maxLength=63
+spec.port.port: integer format=int32 minimum=1 maximum=65535
+spec.port: object required=port
+spec.protocol: string enum=TCP|HTTP|HTTP2|HTTP11|H2C|MCP
+spec.type: string enum=ExternalHostname
+spec: object required=port,type
+spec: rule self.type == 'ExternalHostname' ? has(self.externalHostname) : !has(self.externalHostname)
+# spec.tls, outside validation.
+spec.tls.clientCertificateRef.group: string default="" maxLength=253 pattern=^$|^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$
+spec.tls.clientCertificateRef.kind: string default="Secret" minLength=1 maxLength=63 pattern=^[a-zA-Z]([-a-zA-Z0-9]*[a-zA-Z0-9])?$
+spec.tls.clientCertificateRef.name: string minLength=1 maxLength=253
+spec.tls.clientCertificateRef.namespace: string minLength=1 maxLength=63 pattern=^[a-z0-9]([-a-z0-9]*[a-z0-9])?$
+spec.tls.clientCertificateRef: object required=name
+spec.tls.mode: string enum=None|ServerOnly|ClientAndServer
+spec.tls: object required=mode
+spec.tls: rule self.mode == 'ClientAndServer' ? has(self.clientCertificateRef) : !has(self.clientCertificateRef)
+# spec.tls.validation.
+spec.tls.validation.caCertificateRefs: array maxItems=8 listType=atomic
+spec.tls.validation.caCertificateRefs[].group: string maxLength=253 pattern=^$|^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$
+spec.tls.validation.caCertificateRefs[].kind: string minLength=1 maxLength=63 pattern=^[a-zA-Z]([-a-zA-Z0-9]*[a-zA-Z0-9])?$
+spec.tls.validation.caCertificateRefs[].name: string minLength=1 maxLength=253
+spec.tls.validation.caCertificateRefs[]: object required=group,kind,name
+spec.tls.validation.hostname: string minLength=1 maxLength=253 pattern=^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$
+spec.tls.validation.subjectAltNames: array maxItems=5 listType=atomic
+spec.tls.validation.subjectAltNames[].hostname: string minLength=1 maxLength=253 pattern=^(\*\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$
+spec.tls.validation.subjectAltNames[].type: string enum=Hostname|URI
+spec.tls.validation.subjectAltNames[].uri: string minLength=1 maxLength=253 pattern=^(([^:/?#]+):)(//([^/?#]*))([^?#]*)(\?([^#]*))?(#(.*))?
+spec.tls.validation.subjectAltNames[]: object required=type
+spec.tls.validation.subjectAltNames[]: rule !(self.type != "Hostname" && has(self.hostname) && self.hostname != "")
+spec.tls.validation.subjectAltNames[]: rule !(self.type != "URI" && has(self.uri) && self.uri != "")
+spec.tls.validation.subjectAltNames[]: rule !(self.type == "Hostname" && (!has(self.hostname) || self.hostname == ""))
+spec.tls.validation.subjectAltNames[]: rule !(self.type == "URI" && (!has(self.uri) || self.uri == ""))
+spec.tls.validation.wellKnownCACertificates: string minLength=1 maxLength=253 pattern=^(System|([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9]))$
+spec.tls.validation: object required=hostname
+spec.tls.validation: rule !(has(self.caCertificateRefs) && size(self.caCertificateRefs) > 0 && has(self.wellKnownCACertificates) && self.wellKnownCACertificates != "")
+spec.tls.validation: rule (has(self.caCertificateRefs) && size(self.caCertificateRefs) > 0 || has(self.wellKnownCACertificates) && self.wellKnownCACertificates != "")
+# status.
+status.parents: array maxItems=32 listType=atomic
+status.parents[].conditions: array listType=map listMapKeys=type
+status.parents[].conditions[].lastTransitionTime: string format=date-time
+status.parents[].conditions[].message: string maxLength=32768
+status.parents[].conditions[].observedGeneration: integer format=int64 minimum=0
+status.parents[].conditions[].reason: string minLength=1 maxLength=1024 pattern=^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$
+status.parents[].conditions[].status: string enum=True|False|Unknown
+status.parents[].conditions[].type: string maxLength=316 pattern=^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$
+status.parents[].conditions[]: object required=lastTransitionTime,message,reason,status,type
+status.parents[].controllerName: string minLength=1 maxLength=253 pattern=^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/[A-Za-z0-9\/\-._~%!$&'()*+,;=:]+$
+status.parents[].parentRef.group: string default="gateway.networking.k8s.io" maxLength=253 pattern=^$|^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$
+status.parents[].parentRef.kind: string default="Gateway" minLength=1 maxLength=63 pattern=^[a-zA-Z]([-a-zA-Z0-9]*[a-zA-Z0-9])?$
+status.parents[].parentRef.name: string minLength=1 maxLength=253
+status.parents[].parentRef.namespace: string minLength=1 maxLength=63 pattern=^[a-z0-9]([-a-z0-9]*[a-z0-9])?$
+status.parents[].parentRef.port: integer format=int32 minimum=1 maximum=65535
+status.parents[].parentRef.sectionName: string minLength=1 maxLength=253 pattern=^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$
+status.parents[].parentRef: object required=name
+status.parents[]: object required=controllerName,parentRef
+status: object
+"#;
