@@ -109,7 +109,7 @@ impl Reconciler {
 
     /// Takes a new catalog: Backends added, changed and removed; an object that is now
     /// broken keeps its last good version. Resolves new hostnames, then publishes.
-    pub async fn apply_catalog(&mut self, catalog: Catalog) -> anyhow::Result<SyncStats> {
+    pub async fn apply_catalog(&mut self, mut catalog: Catalog) -> anyhow::Result<SyncStats> {
         let started = Instant::now();
         let mut next: BTreeMap<ObjectKey, Backend> = catalog
             .backends
@@ -118,12 +118,21 @@ impl Reconciler {
             .collect();
         for problem in &catalog.problems {
             tracing::warn!("skipped: {problem}");
-            let Some(key) = problem_key(problem.object.as_deref()) else {
-                continue;
+            // An object that is now broken, or every Backend of a file that no longer
+            // parses at all, keeps its last good version.
+            let broken: Vec<ObjectKey> = match problem_key(problem.object.as_deref()) {
+                Some(key) => vec![key],
+                None => self.origins_in(&problem.file),
             };
-            if let (false, Some(previous)) = (next.contains_key(&key), self.backends.get(&key)) {
-                tracing::warn!(backend = %key, "keeping the last good version of this Backend");
-                next.insert(key, previous.clone());
+            for key in broken {
+                if let (false, Some(previous)) = (next.contains_key(&key), self.backends.get(&key))
+                {
+                    tracing::warn!(backend = %key, "keeping the last good version of this Backend");
+                    next.insert(key.clone(), previous.clone());
+                    if let Some(origin) = self.catalog.origins.get(&key) {
+                        catalog.origins.insert(key, origin.clone());
+                    }
+                }
             }
         }
         let result = if catalog.problems.is_empty() {
@@ -162,6 +171,16 @@ impl Reconciler {
             "Backends applied"
         );
         Ok(synced)
+    }
+
+    /// Backends last loaded from `file`.
+    fn origins_in(&self, file: &std::path::Path) -> Vec<ObjectKey> {
+        let origins = &self.catalog.origins;
+        origins
+            .iter()
+            .filter(|(_, origin)| origin.as_path() == file)
+            .map(|(key, _)| key.clone())
+            .collect()
     }
 
     /// Builds TLS configurations whose inputs changed; keeps the others as they are.

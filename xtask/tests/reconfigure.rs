@@ -116,3 +116,26 @@ fn a_bad_edit_keeps_the_last_good_version() {
         .filter(|l| l.contains("skipped") && l.contains("spec.port.port"));
     assert_eq!(skipped.count(), 1);
 }
+
+#[test]
+fn a_file_that_no_longer_parses_keeps_its_backends() {
+    let bed = Bed::new(ECHO_BACKEND);
+    let mut agent = bed.agent();
+    replace(
+        bed.backends.path(),
+        "backends.yaml",
+        "apiVersion: [unclosed\n",
+    );
+    let kept = agent
+        .wait_for_log("keeping the last good version")
+        .expect("kept");
+    assert!(kept.contains("demo/echo"), "{kept}");
+    assert!(via_proxy(&bed, "echo.redirector.test:8080"));
+    // Fixing the file later is an ordinary update.
+    replace(
+        bed.backends.path(),
+        "backends.yaml",
+        &ECHO_BACKEND.replace("port: 8080", "port: 9090"),
+    );
+    wait_for_map_update(&mut agent, "removed=2");
+}

@@ -36,6 +36,9 @@ pub struct Catalog {
     pub config_maps: BTreeMap<ObjectKey, BTreeMap<String, String>>,
     /// Decoded `data` merged with `stringData` of every Secret, by namespace/name.
     pub secrets: BTreeMap<ObjectKey, BTreeMap<String, Vec<u8>>>,
+    /// The file each valid Backend came from (so a file that stops parsing as a whole
+    /// can keep its Backends' last good versions).
+    pub origins: BTreeMap<ObjectKey, PathBuf>,
 }
 
 /// One thing that could not be loaded, located as precisely as is known.
@@ -170,6 +173,7 @@ struct Origin {
 #[derive(Default)]
 struct Loader {
     backends: BTreeMap<ObjectKey, Backend>,
+    origins: BTreeMap<ObjectKey, PathBuf>,
     problems: Vec<Problem>,
     config_maps: BTreeMap<ObjectKey, BTreeMap<String, String>>,
     secrets: BTreeMap<ObjectKey, BTreeMap<String, Vec<u8>>>,
@@ -185,6 +189,7 @@ impl Loader {
             problems: self.problems,
             config_maps: self.config_maps,
             secrets: self.secrets,
+            origins: self.origins,
         }
     }
 
@@ -269,6 +274,7 @@ impl Loader {
         };
         match validate(&parsed) {
             Ok(backend) => {
+                self.origins.insert(backend.key.clone(), file.to_path_buf());
                 self.backends.insert(backend.key.clone(), backend);
             }
             Err(errors) => {
