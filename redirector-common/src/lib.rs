@@ -7,8 +7,10 @@
 
 /// Names of the maps, as the agent finds them in the object and pins them.
 pub mod map_names {
-    /// [`Endpoint`] of a Backend address -> backend id (`u64`).
+    /// [`BackendKey`](super::BackendKey) (scope, address, port) -> backend id (`u64`).
     pub const BACKENDS: &str = "BACKENDS";
+    /// cgroup id of a pod -> its scope (`u64`), when Backends are scoped.
+    pub const SCOPES: &str = "SCOPES";
     /// Socket cookie -> [`Redirect`](super::Redirect), for `getpeername` and `sock_ops`.
     pub const SOCKETS: &str = "SOCKETS";
     /// Client's local [`Endpoint`](super::Endpoint) -> [`Redirect`](super::Redirect),
@@ -73,6 +75,34 @@ impl Endpoint {
     }
 }
 
+/// Scope of Backends that apply to every process in the attached cgroup.
+pub const CLUSTER_SCOPE: u64 = 0;
+
+/// How deep below the attached cgroup's root the connect hooks look for a pod cgroup
+/// (kubelet nests pods 2-4 levels deep: kubepods[/qos]/pod<uid>/<container>).
+pub const MAX_CGROUP_DEPTH: i32 = 8;
+
+/// Key of the Backend map: a Backend address and port, within a scope.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct BackendKey {
+    /// [`CLUSTER_SCOPE`], or the scope of one namespace's pods.
+    pub scope: u64,
+    pub endpoint: Endpoint,
+    pub _pad: [u8; 4],
+}
+
+impl BackendKey {
+    #[inline(always)]
+    pub const fn new(scope: u64, endpoint: Endpoint) -> Self {
+        Self {
+            scope,
+            endpoint,
+            _pad: [0; 4],
+        }
+    }
+}
+
 /// What `connect` recorded about a redirected socket.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -99,13 +129,16 @@ pub struct ProxyConfig {
 impl ProxyConfig {
     pub const HAS_V4: u32 = 1;
     pub const HAS_V6: u32 = 2;
+    /// Backends are scoped: look up the caller's scope in `SCOPES` by cgroup ancestry.
+    pub const SCOPED: u32 = 4;
 }
 
 #[cfg(feature = "user")]
 mod user {
-    // SAFETY: all three are #[repr(C)], made only of integers with explicit padding
+    // SAFETY: all four are #[repr(C)], made only of integers with explicit padding
     // fields, so every bit pattern is valid and there are no implicit padding bytes.
     unsafe impl aya::Pod for super::Endpoint {}
+    unsafe impl aya::Pod for super::BackendKey {}
     unsafe impl aya::Pod for super::Redirect {}
     unsafe impl aya::Pod for super::ProxyConfig {}
 }
@@ -117,6 +150,7 @@ mod tests {
     #[test]
     fn layouts_have_no_implicit_padding() {
         assert_eq!(core::mem::size_of::<Endpoint>(), 20);
+        assert_eq!(core::mem::size_of::<BackendKey>(), 32);
         assert_eq!(core::mem::size_of::<Redirect>(), 32);
         assert_eq!(core::mem::size_of::<ProxyConfig>(), 44);
     }

@@ -2,8 +2,9 @@
 //! node's proxy, and tell the application the address it dialed.
 //!
 //! Life of a redirected socket:
-//! 1. `connect4`/`connect6`: the destination is a Backend address -> record the original
-//!    destination under the socket cookie (`SOCKETS`) and rewrite it to the proxy.
+//! 1. `connect4`/`connect6`: the destination is a Backend address (in the caller's scope,
+//!    found through its cgroup ancestry in `SCOPES`, or in the cluster scope) -> record the
+//!    original destination under the socket cookie (`SOCKETS`), rewrite it to the proxy.
 //! 2. `sock_ops`, TCP_CONNECT: ask for state callbacks on that socket.
 //!    `sock_ops`, ACTIVE_ESTABLISHED: copy the record to `PENDING` under the client's local
 //!    address, which is the peer address the proxy sees on `accept`; the proxy deletes it.
@@ -30,12 +31,14 @@ use aya_ebpf::{
         BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB, BPF_SOCK_OPS_STATE_CB, BPF_SOCK_OPS_STATE_CB_FLAG,
         BPF_SOCK_OPS_TCP_CONNECT_CB,
     },
-    helpers::bpf_get_socket_cookie,
+    helpers::{bpf_get_current_ancestor_cgroup_id, bpf_get_socket_cookie},
     macros::{cgroup_sock_addr, map, sock_ops},
     maps::{Array, HashMap, LruHashMap},
     programs::{SockAddrContext, SockOpsContext},
 };
-use redirector_common::{Endpoint, ProxyConfig, Redirect};
+use redirector_common::{
+    BackendKey, CLUSTER_SCOPE, Endpoint, MAX_CGROUP_DEPTH, ProxyConfig, Redirect,
+};
 
 /// Verdict of a cgroup sock_addr program: let the (possibly rewritten) call proceed.
 const ALLOW: i32 = 1;
@@ -48,7 +51,9 @@ const TCP_CLOSE: u32 = 7;
 
 // Sizes are placeholders: the agent sets them at load time (`--max-*` flags).
 #[map]
-static BACKENDS: HashMap<Endpoint, u64> = HashMap::with_max_entries(1, 0);
+static BACKENDS: HashMap<BackendKey, u64> = HashMap::with_max_entries(1, 0);
+#[map]
+static SCOPES: HashMap<u64, u64> = HashMap::with_max_entries(1, 0);
 #[map]
 static SOCKETS: LruHashMap<u64, Redirect> = LruHashMap::with_max_entries(1, 0);
 #[map]
@@ -108,18 +113,17 @@ fn try_redirect_connect(ctx: &SockAddrContext, family: sockaddr::Family) -> Resu
         return Ok(ALLOW);
     }
     let original = sockaddr::destination(ctx, family);
-    // SAFETY: values are plain integers copied out before the map can change.
-    let Some(&backend_id) = (unsafe { BACKENDS.get(&original) }) else {
-        return Ok(ALLOW);
-    };
-    let cookie = cookie_of(ctx);
-    // SAFETY: as above, only tested for presence.
-    if unsafe { AGENT_SOCKETS.get(&cookie) }.is_some() {
-        return Ok(ALLOW);
-    }
     let Some(config) = CONFIG.get(0).copied() else {
         return Ok(ALLOW);
     };
+    let Some(backend_id) = backend_for(&config, original) else {
+        return Ok(ALLOW);
+    };
+    let cookie = cookie_of(ctx);
+    // SAFETY: only tested for presence.
+    if unsafe { AGENT_SOCKETS.get(&cookie) }.is_some() {
+        return Ok(ALLOW);
+    }
     let proxy = match family {
         sockaddr::Family::V6 if !original.is_v4_mapped() => {
             if config.flags & ProxyConfig::HAS_V6 == 0 {
@@ -144,6 +148,41 @@ fn try_redirect_connect(ctx: &SockAddrContext, family: sockaddr::Family) -> Resu
     SOCKETS.insert(&cookie, &record, 0).map_err(|_| ())?;
     sockaddr::set_destination(ctx, family, &proxy);
     Ok(ALLOW)
+}
+
+/// The Backend `original` belongs to, for the calling process: its own scope first (when
+/// Backends are scoped), then the cluster scope.
+#[inline(always)]
+fn backend_for(config: &ProxyConfig, original: Endpoint) -> Option<u64> {
+    if config.flags & ProxyConfig::SCOPED != 0 {
+        let scope = caller_scope();
+        if scope != CLUSTER_SCOPE {
+            // SAFETY: the id is copied out by value.
+            if let Some(id) = unsafe { BACKENDS.get(&BackendKey::new(scope, original)) } {
+                return Some(*id);
+            }
+        }
+    }
+    // SAFETY: as above.
+    unsafe { BACKENDS.get(&BackendKey::new(CLUSTER_SCOPE, original)) }.copied()
+}
+
+/// The scope of the first ancestor cgroup of the caller listed in `SCOPES` (a pod's
+/// cgroup); the cluster scope for processes outside any known pod.
+#[inline(always)]
+fn caller_scope() -> u64 {
+    for level in 1..=MAX_CGROUP_DEPTH {
+        // SAFETY: the helper only reads the current task's cgroup.
+        let id = unsafe { bpf_get_current_ancestor_cgroup_id(level) };
+        if id == 0 {
+            break;
+        }
+        // SAFETY: the scope is copied out by value.
+        if let Some(scope) = unsafe { SCOPES.get(&id) } {
+            return *scope;
+        }
+    }
+    CLUSTER_SCOPE
 }
 
 #[inline(always)]

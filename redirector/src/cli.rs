@@ -116,6 +116,11 @@ pub struct Limits {
     #[arg(long, default_value_t = 65_536)]
     pub max_connections: u32,
 
+    /// Capacity of the pod-cgroup -> scope map (pods on the node, when Backends are
+    /// scoped by namespace).
+    #[arg(long, default_value_t = 16_384)]
+    pub max_scoped_cgroups: u32,
+
     /// Time allowed to connect to the original destination.
     #[arg(long, value_parser = parse_duration, default_value = "10s")]
     pub connect_timeout: Duration,

@@ -19,7 +19,7 @@ use aya::{
         links::{FdLink, PinnedLink},
     },
 };
-pub use maps::{AgentSockets, BackendMap, PendingRecords, SyncStats};
+pub use maps::{AgentSockets, BackendMap, PendingRecords, ScopeMap, SyncStats};
 pub use pins::PinLayout;
 use redirector_common::{ProxyConfig, map_names, program_names};
 
@@ -36,8 +36,9 @@ const PROGRAMS: [&str; 5] = [
     program_names::CONNECT6,
 ];
 
-const MAPS: [&str; 5] = [
+const MAPS: [&str; 6] = [
     map_names::BACKENDS,
+    map_names::SCOPES,
     map_names::SOCKETS,
     map_names::PENDING,
     map_names::AGENT_SOCKETS,
@@ -124,6 +125,8 @@ fn ensure_same_cgroup(
 pub struct MapSizes {
     pub backend_addresses: u32,
     pub connections: u32,
+    /// Pod cgroups with a scope (only used when Backends are scoped).
+    pub scoped_cgroups: u32,
 }
 
 /// How a program came to be attached.
@@ -138,6 +141,7 @@ pub enum Attachment {
 /// The maps of an installed datapath.
 pub struct Datapath {
     pub backends: BackendMap,
+    pub scopes: ScopeMap,
     pub pending: PendingRecords,
     pub agent_sockets: AgentSockets,
     pub attachments: Vec<(&'static str, Attachment)>,
@@ -159,6 +163,7 @@ impl Datapath {
         }
         loader
             .map_max_entries(map_names::BACKENDS, sizes.backend_addresses)
+            .map_max_entries(map_names::SCOPES, sizes.scoped_cgroups)
             .map_max_entries(map_names::SOCKETS, sizes.connections)
             .map_max_entries(map_names::PENDING, sizes.connections)
             .map_max_entries(map_names::AGENT_SOCKETS, sizes.connections);
@@ -199,6 +204,7 @@ impl Datapath {
 
         Ok(Datapath {
             backends: BackendMap::new(take_map(&mut ebpf, map_names::BACKENDS)?),
+            scopes: ScopeMap::new(take_map(&mut ebpf, map_names::SCOPES)?),
             pending: PendingRecords::new(take_map(&mut ebpf, map_names::PENDING)?),
             agent_sockets: AgentSockets::new(take_map(&mut ebpf, map_names::AGENT_SOCKETS)?),
             attachments,

@@ -5,6 +5,7 @@
 //! - `backend/`          XBackend YAML -> validated `Backend`s
 //! - `watch.rs`          Backend directories -> new catalogs on every change
 //! - `reconcile.rs`      catalogs + DNS -> the proxy's table and the datapath map, by diff
+//! - `scopes.rs`         pod cgroups -> namespace scopes (Backends per namespace)
 //! - `resolver.rs`       hostnames -> addresses
 //! - `table.rs`          which Backend owns which (address, port)
 //! - `datapath/`         the eBPF side: load, attach, pin, adopt, sync maps
@@ -22,6 +23,7 @@ mod proxy;
 mod reconcile;
 mod resolver;
 mod run;
+mod scopes;
 mod status;
 mod table;
 mod tls;

@@ -30,7 +30,7 @@ use crate::{
     proxy::Shared,
     resolver::Resolver,
     status::{BackendStatus, StatusBoard},
-    table::{BackendTable, Entry},
+    table::{BackendTable, Entry, Scoping},
     tls::{TlsConfigError, TlsInputs, TlsOrigination},
 };
 
@@ -83,6 +83,7 @@ pub struct Reconciler {
     originations: HashMap<ObjectKey, (TlsInputs, Origination)>,
     metrics: Arc<ReconcileMetrics>,
     board: Arc<StatusBoard>,
+    scoping: Scoping,
 }
 
 impl Reconciler {
@@ -104,6 +105,7 @@ impl Reconciler {
             originations: HashMap::new(),
             metrics,
             board,
+            scoping: Scoping::Cluster,
         }
     }
 
@@ -261,7 +263,7 @@ impl Reconciler {
                 origination,
             }
         });
-        let table = Arc::new(BackendTable::new(entries));
+        let table = Arc::new(BackendTable::new(entries, self.scoping));
         // Table first: a connect redirected by a new map entry must find its Backend.
         *self.shared.table.write().unwrap_or_else(|p| p.into_inner()) = table.clone();
         let stats = self.map.sync(table.endpoints())?;

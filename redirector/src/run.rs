@@ -63,9 +63,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let sizes = MapSizes {
         backend_addresses: args.limits.max_backend_addresses,
         connections: args.limits.max_connections,
+        scoped_cgroups: args.limits.max_scoped_cgroups,
     };
     let Datapath {
         backends,
+        scopes: _,
         pending,
         agent_sockets,
         attachments,

@@ -13,7 +13,7 @@ use std::{
     sync::Arc,
 };
 
-use redirector_common::Endpoint;
+use redirector_common::{BackendKey, CLUSTER_SCOPE, Endpoint};
 
 use crate::{
     backend::{Backend, ObjectKey},
@@ -64,23 +64,54 @@ pub enum LookupError {
     Unknown(u64),
 }
 
+/// Which processes a Backend applies to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Scoping {
+    /// Every Backend applies to every process in the attached cgroup.
+    #[default]
+    Cluster,
+    /// A Backend applies to the pods of its own namespace only.
+    Namespace,
+}
+
+impl Scoping {
+    /// The datapath scope of a Backend in `namespace`.
+    pub fn scope_of(self, namespace: &str) -> u64 {
+        match self {
+            Scoping::Cluster => CLUSTER_SCOPE,
+            Scoping::Namespace => namespace_scope(namespace),
+        }
+    }
+}
+
+/// The scope of a namespace's pods: a 64-bit hash of its name (never the cluster scope),
+/// the same on every node and across restarts, with no registry to keep in sync.
+pub fn namespace_scope(namespace: &str) -> u64 {
+    let mut hasher = fnv::FnvHasher::default();
+    hasher.write(b"namespace:");
+    hasher.write(namespace.as_bytes());
+    hasher.finish().max(1)
+}
+
 #[derive(Debug, Default)]
 pub struct BackendTable {
     by_id: HashMap<BackendId, Arc<Entry>>,
-    /// Every (address, port) the datapath must match, with its Backend id.
-    endpoints: BTreeMap<Endpoint, BackendId>,
-    /// (address, port) claimed by more than one Backend, with the claimants.
-    conflicts: BTreeMap<Endpoint, BTreeSet<ObjectKey>>,
+    /// Every (scope, address, port) the datapath must match, with its Backend id.
+    endpoints: BTreeMap<BackendKey, BackendId>,
+    /// (scope, address, port) claimed by more than one Backend, with the claimants.
+    conflicts: BTreeMap<BackendKey, BTreeSet<ObjectKey>>,
 }
 
 impl BackendTable {
-    pub fn new(entries: impl IntoIterator<Item = Entry>) -> Self {
+    pub fn new(entries: impl IntoIterator<Item = Entry>, scoping: Scoping) -> Self {
         let mut table = BackendTable::default();
-        let mut claims: BTreeMap<Endpoint, BTreeSet<ObjectKey>> = BTreeMap::new();
+        let mut claims: BTreeMap<BackendKey, BTreeSet<ObjectKey>> = BTreeMap::new();
         for entry in entries {
             let id = BackendId::of(&entry.backend.key);
+            let scope = scoping.scope_of(&entry.backend.key.namespace);
             for ip in &entry.addresses {
-                let at = endpoint::from_socket_addr(SocketAddr::new(*ip, entry.backend.port));
+                let address = SocketAddr::new(*ip, entry.backend.port);
+                let at = BackendKey::new(scope, endpoint::from_socket_addr(address));
                 claims
                     .entry(at)
                     .or_default()
@@ -95,7 +126,7 @@ impl BackendTable {
         for (at, owners) in claims {
             if owners.len() > 1 {
                 tracing::warn!(
-                    address = %endpoint::to_socket_addr(&at),
+                    address = %endpoint::to_socket_addr(&at.endpoint),
                     backends = %join(&owners),
                     "address claimed by several Backends: its connections will be refused"
                 );
@@ -107,7 +138,7 @@ impl BackendTable {
     }
 
     /// What the datapath's Backend map must hold.
-    pub fn endpoints(&self) -> &BTreeMap<Endpoint, BackendId> {
+    pub fn endpoints(&self) -> &BTreeMap<BackendKey, BackendId> {
         &self.endpoints
     }
 
@@ -120,7 +151,12 @@ impl BackendTable {
         if id == BackendId::AMBIGUOUS {
             return Err(LookupError::Ambiguous {
                 original: endpoint::to_socket_addr(original),
-                claimants: self.conflicts.get(original).map(join).unwrap_or_default(),
+                claimants: self
+                    .conflicts
+                    .iter()
+                    .find(|(at, _)| at.endpoint == *original)
+                    .map(|(_, owners)| join(owners))
+                    .unwrap_or_default(),
             });
         }
         self.by_id

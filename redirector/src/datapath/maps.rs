@@ -8,14 +8,14 @@ use std::{
 };
 
 use aya::maps::{Array, HashMap, MapData, MapError};
-use redirector_common::{Endpoint, ProxyConfig, Redirect};
+use redirector_common::{BackendKey, Endpoint, ProxyConfig, Redirect};
 
 use super::endpoint;
 use crate::table::BackendId;
 
-/// `BACKENDS`: (address, port) -> Backend id. Written only by the agent, by diff.
+/// `BACKENDS`: (scope, address, port) -> Backend id. Written only by the agent, by diff.
 pub struct BackendMap {
-    map: HashMap<MapData, Endpoint, u64>,
+    map: HashMap<MapData, BackendKey, u64>,
 }
 
 /// What one [`BackendMap::sync`] changed.
@@ -28,15 +28,18 @@ pub struct SyncStats {
 }
 
 impl BackendMap {
-    pub fn new(map: HashMap<MapData, Endpoint, u64>) -> Self {
+    pub fn new(map: HashMap<MapData, BackendKey, u64>) -> Self {
         Self { map }
     }
 
     /// Makes the map equal to `desired`. New and changed entries are written before
     /// stale ones are deleted, and nothing is ever cleared wholesale, so an address
     /// present before and after is matched throughout.
-    pub fn sync(&mut self, desired: &BTreeMap<Endpoint, BackendId>) -> Result<SyncStats, MapError> {
-        let current: BTreeMap<Endpoint, u64> = self.map.iter().collect::<Result<_, _>>()?;
+    pub fn sync(
+        &mut self,
+        desired: &BTreeMap<BackendKey, BackendId>,
+    ) -> Result<SyncStats, MapError> {
+        let current: BTreeMap<BackendKey, u64> = self.map.iter().collect::<Result<_, _>>()?;
         let mut stats = SyncStats {
             total: desired.len(),
             ..SyncStats::default()
@@ -58,6 +61,38 @@ impl BackendMap {
             stats.removed += 1;
         }
         Ok(stats)
+    }
+}
+
+/// `SCOPES`: cgroup id of a pod -> the scope of its namespace.
+pub struct ScopeMap {
+    map: HashMap<MapData, u64, u64>,
+}
+
+impl ScopeMap {
+    pub fn new(map: HashMap<MapData, u64, u64>) -> Self {
+        Self { map }
+    }
+
+    /// Makes the map equal to `desired` (cgroup id -> scope); returns (written, removed).
+    pub fn sync(&mut self, desired: &BTreeMap<u64, u64>) -> Result<(usize, usize), MapError> {
+        let current: BTreeMap<u64, u64> = self.map.iter().collect::<Result<_, _>>()?;
+        let mut written = 0;
+        for (cgroup, scope) in desired {
+            if current.get(cgroup) != Some(scope) {
+                self.map.insert(cgroup, scope, 0)?;
+                written += 1;
+            }
+        }
+        let stale: Vec<u64> = current
+            .keys()
+            .filter(|c| !desired.contains_key(*c))
+            .copied()
+            .collect();
+        for cgroup in &stale {
+            self.map.remove(cgroup)?;
+        }
+        Ok((written, stale.len()))
     }
 }
 

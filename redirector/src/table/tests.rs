@@ -15,8 +15,12 @@ fn entry(namespace: &str, name: &str, port: u16, addresses: &[&str]) -> Entry {
     }
 }
 
-fn at(addr: &str) -> Endpoint {
+fn endpoint(addr: &str) -> Endpoint {
     endpoint::from_socket_addr(addr.parse().unwrap())
+}
+
+fn at(addr: &str) -> BackendKey {
+    BackendKey::new(CLUSTER_SCOPE, endpoint(addr))
 }
 
 #[test]
@@ -34,31 +38,39 @@ fn ids_are_stable_and_distinct() {
 
 #[test]
 fn every_address_and_port_is_an_endpoint() {
-    let table = BackendTable::new([
-        entry("default", "a", 443, &["10.0.0.1", "fd00::1"]),
-        entry("default", "b", 8080, &["10.0.0.2"]),
-    ]);
+    let table = BackendTable::new(
+        [
+            entry("default", "a", 443, &["10.0.0.1", "fd00::1"]),
+            entry("default", "b", 8080, &["10.0.0.2"]),
+        ],
+        Scoping::Cluster,
+    );
     let a = BackendId::of(&ObjectKey::new("default", "a"));
     let endpoints = table.endpoints();
     assert_eq!(endpoints.len(), 3);
     assert_eq!(endpoints.get(&at("10.0.0.1:443")), Some(&a));
     assert_eq!(endpoints.get(&at("[fd00::1]:443")), Some(&a));
     assert_eq!(endpoints.get(&at("10.0.0.1:8080")), None);
-    let found = table.lookup(a, &at("10.0.0.1:443")).unwrap();
+    let found = table.lookup(a, &endpoint("10.0.0.1:443")).unwrap();
     assert_eq!(found.backend.key, ObjectKey::new("default", "a"));
 }
 
 #[test]
 fn shared_addresses_are_refused_not_guessed() {
-    let table = BackendTable::new([
-        entry("default", "a", 443, &["10.0.0.1", "10.0.0.9"]),
-        entry("other", "b", 443, &["10.0.0.1"]),
-        // Same address on another port is no conflict.
-        entry("other", "c", 80, &["10.0.0.1"]),
-    ]);
+    let table = BackendTable::new(
+        [
+            entry("default", "a", 443, &["10.0.0.1", "10.0.0.9"]),
+            entry("other", "b", 443, &["10.0.0.1"]),
+            // Same address on another port is no conflict.
+            entry("other", "c", 80, &["10.0.0.1"]),
+        ],
+        Scoping::Cluster,
+    );
     let shared = at("10.0.0.1:443");
     assert_eq!(table.endpoints().get(&shared), Some(&BackendId::AMBIGUOUS));
-    let error = table.lookup(BackendId::AMBIGUOUS, &shared).unwrap_err();
+    let error = table
+        .lookup(BackendId::AMBIGUOUS, &shared.endpoint)
+        .unwrap_err();
     assert_eq!(
         error.to_string(),
         "10.0.0.1:443 is claimed by several Backends (default/a, other/b); refusing rather than guessing"
@@ -70,11 +82,38 @@ fn shared_addresses_are_refused_not_guessed() {
 
 #[test]
 fn unknown_ids_are_reported() {
-    let table = BackendTable::new([entry("default", "a", 443, &["10.0.0.1"])]);
+    let table = BackendTable::new(
+        [entry("default", "a", 443, &["10.0.0.1"])],
+        Scoping::Cluster,
+    );
     assert_eq!(
         table
-            .lookup(BackendId(42), &at("10.0.0.1:443"))
+            .lookup(BackendId(42), &endpoint("10.0.0.1:443"))
             .unwrap_err(),
         LookupError::Unknown(42)
     );
+}
+
+#[test]
+fn namespace_scoping_separates_tenants() {
+    let table = BackendTable::new(
+        [
+            entry("team-a", "api", 443, &["10.0.0.1"]),
+            entry("team-b", "api", 443, &["10.0.0.1"]),
+        ],
+        Scoping::Namespace,
+    );
+    // Same address and port, two scopes: no conflict, each tenant gets its own Backend.
+    let a = BackendKey::new(namespace_scope("team-a"), endpoint("10.0.0.1:443"));
+    let b = BackendKey::new(namespace_scope("team-b"), endpoint("10.0.0.1:443"));
+    assert_eq!(
+        table.endpoints().get(&a),
+        Some(&BackendId::of(&ObjectKey::new("team-a", "api")))
+    );
+    assert_eq!(
+        table.endpoints().get(&b),
+        Some(&BackendId::of(&ObjectKey::new("team-b", "api")))
+    );
+    assert_eq!(table.endpoints().len(), 2);
+    assert_ne!(namespace_scope("team-a"), CLUSTER_SCOPE);
 }
