@@ -18,6 +18,12 @@ pub struct Cli {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum BackendScope {
+    Namespace,
+    Cluster,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {
     Text,
     Json,
@@ -52,9 +58,37 @@ pub struct StatusArgs {
 #[derive(Debug, Args)]
 pub struct RunArgs {
     /// Directory of Kubernetes YAML (XBackend, and the ConfigMaps and Secrets they
-    /// reference); read recursively, may be given several times.
-    #[arg(long = "backends", value_name = "DIR", required = true)]
+    /// reference); read recursively and watched, may be given several times.
+    #[arg(
+        long = "backends",
+        value_name = "DIR",
+        required_unless_present = "kubernetes",
+        conflicts_with = "kubernetes"
+    )]
     pub backends: Vec<PathBuf>,
+
+    /// Take Backends from the Kubernetes API (XBackends of all namespaces, and the
+    /// ConfigMaps and Secrets they reference) instead of a directory.
+    #[arg(long, requires = "node_name")]
+    pub kubernetes: bool,
+
+    /// kubeconfig for --kubernetes (default: the in-cluster service account).
+    #[arg(long, value_name = "PATH", requires = "kubernetes")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// This node's name (--kubernetes): only its pods are scoped.
+    #[arg(long, env = "NODE_NAME", value_name = "NAME")]
+    pub node_name: Option<String>,
+
+    /// With --kubernetes: `namespace` applies a Backend to the pods of its own namespace
+    /// only; `cluster` applies every Backend to every process in --cgroup. (Directory
+    /// Backends always apply cluster-wide.)
+    #[arg(long, value_enum, default_value_t = BackendScope::Namespace)]
+    pub backend_scope: BackendScope,
+
+    /// Where pod cgroups are searched (kubelet's kubepods tree; default: --cgroup).
+    #[arg(long, value_name = "PATH")]
+    pub pod_cgroup_root: Option<PathBuf>,
 
     /// cgroup v2 directory whose processes are redirected (default: the cgroup2 root).
     #[arg(long, value_name = "PATH")]

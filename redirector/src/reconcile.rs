@@ -94,6 +94,7 @@ impl Reconciler {
         dns: DnsSettings,
         metrics: Arc<ReconcileMetrics>,
         board: Arc<StatusBoard>,
+        scoping: Scoping,
     ) -> Self {
         Self {
             map,
@@ -105,7 +106,7 @@ impl Reconciler {
             originations: HashMap::new(),
             metrics,
             board,
-            scoping: Scoping::Cluster,
+            scoping,
         }
     }
 

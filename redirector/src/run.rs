@@ -19,14 +19,15 @@ use tokio::sync::mpsc;
 
 use crate::{
     admin::{self, Admin, Readiness},
-    backend,
-    cli::RunArgs,
+    backend::{self, Catalog},
+    cli::{BackendScope, RunArgs},
     datapath::{self, Attachment, Datapath, MapSizes, PinLayout, endpoint},
     proxy::{self, ConnectionLimits, Shared, Stats},
     reconcile::{DnsSettings, ReconcileMetrics, Reconciler},
     resolver::Resolver,
+    scopes::{self, Pods},
     status::StatusBoard,
-    table::BackendTable,
+    table::{BackendTable, Scoping},
     watch,
 };
 
@@ -34,15 +35,23 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     // Installed first: a SIGTERM that arrives right after the ready line must drain, not
     // kill the process with the default action.
     let signals = Signals::install()?;
-    let proxy_config = proxy_config(&args.proxy_addrs)?;
+    let scoping = match (args.kubernetes, args.backend_scope) {
+        (true, BackendScope::Namespace) => Scoping::Namespace,
+        _ => Scoping::Cluster,
+    };
+    let mut proxy_config = proxy_config(&args.proxy_addrs)?;
+    if scoping == Scoping::Namespace {
+        proxy_config.flags |= ProxyConfig::SCOPED;
+    }
     let cgroup = match &args.cgroup {
         Some(path) => path.clone(),
         None => cgroup2_root().context("finding the cgroup2 mount (pass --cgroup)")?,
     };
     let resolver = Resolver::from_system()?;
-    let catalog = backend::load(&args.backends)?;
-
     let shutdown = CancellationToken::new();
+    let (pods_tx, pods_rx) = tokio::sync::watch::channel(Pods::new());
+    let (catalog, catalogs_rx) = start_source(&args, pods_tx, &shutdown).await?;
+
     let readiness = Arc::new(Readiness::default());
     let stats = Arc::new(Stats::default());
     let board = Arc::new(StatusBoard::default());
@@ -67,7 +76,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     };
     let Datapath {
         backends,
-        scopes: _,
+        scopes,
         pending,
         agent_sockets,
         attachments,
@@ -102,16 +111,21 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         dns,
         reconcile_metrics,
         board,
+        scoping,
     );
+    if scoping == Scoping::Namespace {
+        let root = args
+            .pod_cgroup_root
+            .clone()
+            .unwrap_or_else(|| cgroup.clone());
+        tokio::spawn(scopes::run(scopes, root, pods_rx, shutdown.clone()));
+    }
     // Before accepting: redirected connects (adopted pins may already send some) queue in
     // the listen backlog until their Backends are known.
     let synced = reconciler
         .apply_catalog(catalog)
         .await
         .context("writing Backend addresses to the datapath")?;
-    let (catalogs_tx, catalogs_rx) = mpsc::channel(1);
-    let _watch = watch::spawn(args.backends.clone(), catalogs_tx, shutdown.clone())
-        .context("watching the Backend directories")?;
     let reconciling = tokio::spawn(reconciler.run(catalogs_rx, shutdown.clone()));
 
     let backend_count = shared.table().entries().count();
@@ -141,6 +155,23 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let (forwarded, refused) = shared.stats.totals();
     tracing::info!(forwarded, refused, cut_by_drain_timeout = cut, "stopped");
     Ok(())
+}
+
+/// Starts the Backend source: the first catalog, and a stream of the next ones.
+async fn start_source(
+    args: &RunArgs,
+    pods: tokio::sync::watch::Sender<Pods>,
+    shutdown: &CancellationToken,
+) -> anyhow::Result<(Catalog, mpsc::Receiver<Catalog>)> {
+    let (catalogs_tx, mut catalogs_rx) = mpsc::channel(1);
+    if args.kubernetes {
+        let _ = (pods, &mut catalogs_rx);
+        bail!("--kubernetes is not available in this build yet");
+    }
+    // Watch first, then load: a change made in between is reloaded, never missed.
+    watch::spawn(args.backends.clone(), catalogs_tx, shutdown.clone())
+        .context("watching the Backend directories")?;
+    Ok((backend::load(&args.backends)?, catalogs_rx))
 }
 
 fn proxy_config(addrs: &[SocketAddr]) -> anyhow::Result<ProxyConfig> {
