@@ -9,6 +9,9 @@
 pub mod map_names {
     /// [`BackendKey`](super::BackendKey) (scope, address, port) -> backend id (`u64`).
     pub const BACKENDS: &str = "BACKENDS";
+    /// Every Backend [`Endpoint`](super::Endpoint) of any scope -> 1: lets connects to
+    /// other destinations skip the scope lookup.
+    pub const ENDPOINTS: &str = "ENDPOINTS";
     /// cgroup id of a pod -> its scope (`u64`), when Backends are scoped.
     pub const SCOPES: &str = "SCOPES";
     /// Socket cookie -> [`Redirect`](super::Redirect), for `getpeername` and `sock_ops`.

@@ -53,6 +53,8 @@ const TCP_CLOSE: u32 = 7;
 #[map]
 static BACKENDS: HashMap<BackendKey, u64> = HashMap::with_max_entries(1, 0);
 #[map]
+static ENDPOINTS: HashMap<Endpoint, u32> = HashMap::with_max_entries(1, 0);
+#[map]
 static SCOPES: HashMap<u64, u64> = HashMap::with_max_entries(1, 0);
 #[map]
 static SOCKETS: LruHashMap<u64, Redirect> = LruHashMap::with_max_entries(1, 0);
@@ -155,6 +157,9 @@ fn try_redirect_connect(ctx: &SockAddrContext, family: sockaddr::Family) -> Resu
 #[inline(always)]
 fn backend_for(config: &ProxyConfig, original: Endpoint) -> Option<u64> {
     if config.flags & ProxyConfig::SCOPED != 0 {
+        // Most connects go elsewhere: one lookup settles them before the cgroup walk.
+        // SAFETY: only tested for presence.
+        unsafe { ENDPOINTS.get(&original) }?;
         let scope = caller_scope();
         if scope != CLUSTER_SCOPE {
             // SAFETY: the id is copied out by value.

@@ -36,8 +36,9 @@ const PROGRAMS: [&str; 5] = [
     program_names::CONNECT6,
 ];
 
-const MAPS: [&str; 6] = [
+const MAPS: [&str; 7] = [
     map_names::BACKENDS,
+    map_names::ENDPOINTS,
     map_names::SCOPES,
     map_names::SOCKETS,
     map_names::PENDING,
@@ -163,6 +164,7 @@ impl Datapath {
         }
         loader
             .map_max_entries(map_names::BACKENDS, sizes.backend_addresses)
+            .map_max_entries(map_names::ENDPOINTS, sizes.backend_addresses)
             .map_max_entries(map_names::SCOPES, sizes.scoped_cgroups)
             .map_max_entries(map_names::SOCKETS, sizes.connections)
             .map_max_entries(map_names::PENDING, sizes.connections)
@@ -203,7 +205,10 @@ impl Datapath {
         }
 
         Ok(Datapath {
-            backends: BackendMap::new(take_map(&mut ebpf, map_names::BACKENDS)?),
+            backends: BackendMap::new(
+                take_map(&mut ebpf, map_names::BACKENDS)?,
+                take_map(&mut ebpf, map_names::ENDPOINTS)?,
+            ),
             scopes: ScopeMap::new(take_map(&mut ebpf, map_names::SCOPES)?),
             pending: PendingRecords::new(take_map(&mut ebpf, map_names::PENDING)?),
             agent_sockets: AgentSockets::new(take_map(&mut ebpf, map_names::AGENT_SOCKETS)?),

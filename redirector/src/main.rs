@@ -19,6 +19,8 @@ mod check;
 mod cli;
 mod crd;
 mod datapath;
+#[allow(dead_code, reason = "wired into run.rs (start_source) by the lead; remove this then")]
+mod kubernetes;
 mod proxy;
 mod reconcile;
 mod resolver;

@@ -1,7 +1,7 @@
 //! Typed handles on the pinned maps, one per job.
 
 use std::{
-    collections::BTreeMap,
+    collections::{BTreeMap, BTreeSet},
     net::SocketAddr,
     os::fd::{AsRawFd, BorrowedFd},
     sync::Mutex,
@@ -13,9 +13,11 @@ use redirector_common::{BackendKey, Endpoint, ProxyConfig, Redirect};
 use super::endpoint;
 use crate::table::BackendId;
 
-/// `BACKENDS`: (scope, address, port) -> Backend id. Written only by the agent, by diff.
+/// `BACKENDS`: (scope, address, port) -> Backend id, and `ENDPOINTS`, the same addresses
+/// without scope. Written only by the agent, by diff.
 pub struct BackendMap {
     map: HashMap<MapData, BackendKey, u64>,
+    endpoints: HashMap<MapData, Endpoint, u32>,
 }
 
 /// What one [`BackendMap::sync`] changed.
@@ -28,8 +30,11 @@ pub struct SyncStats {
 }
 
 impl BackendMap {
-    pub fn new(map: HashMap<MapData, BackendKey, u64>) -> Self {
-        Self { map }
+    pub fn new(
+        map: HashMap<MapData, BackendKey, u64>,
+        endpoints: HashMap<MapData, Endpoint, u32>,
+    ) -> Self {
+        Self { map, endpoints }
     }
 
     /// Makes the map equal to `desired`. New and changed entries are written before
@@ -44,6 +49,13 @@ impl BackendMap {
             total: desired.len(),
             ..SyncStats::default()
         };
+        let wanted: BTreeSet<Endpoint> = desired.keys().map(|key| key.endpoint).collect();
+        let present: BTreeSet<Endpoint> = self.endpoints.keys().collect::<Result<_, _>>()?;
+        // ENDPOINTS grows before BACKENDS and shrinks after it: a connect never misses a
+        // Backend entry because the pre-filter did not know its address yet.
+        for at in wanted.difference(&present) {
+            self.endpoints.insert(at, 1, 0)?;
+        }
         for (at, id) in desired {
             match current.get(at) {
                 Some(existing) if *existing == id.0 => {}
@@ -59,6 +71,9 @@ impl BackendMap {
         for at in current.keys().filter(|at| !desired.contains_key(at)) {
             self.map.remove(at)?;
             stats.removed += 1;
+        }
+        for at in present.difference(&wanted) {
+            self.endpoints.remove(at)?;
         }
         Ok(stats)
     }

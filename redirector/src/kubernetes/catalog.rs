@@ -1,0 +1,271 @@
+//! XBackends and the objects they reference -> [`Catalog`]s for the reconciler.
+//!
+//! One task owns the state: the XBackend store (fed by its own watch), and one watch per
+//! referenced ConfigMap or Secret, started and stopped as references come and go. After
+//! every change it rebuilds the catalog, and sends it if it differs from the last one.
+//!
+//! A catalog is held back while a newly referenced object has not been fetched yet (so
+//! a new TLS Backend does not start with its connections refused for want of a CA that
+//! is one round trip away), but never longer than [`REF_SYNC_TIMEOUT`]: an object that
+//! cannot be read (forbidden, or its watch failing) must not freeze every other update.
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    time::Duration,
+};
+
+use kube::{
+    Api, Client,
+    api::DynamicObject,
+    runtime::{
+        reflector::{Store, store::Writer},
+        watcher,
+    },
+};
+use tokio::{sync::mpsc, time::Instant};
+use tokio_util::sync::CancellationToken;
+
+use super::{
+    follow::follow,
+    refs::{self, Fetched, Payload},
+    xbackends,
+};
+use crate::backend::{Backend, Catalog, ObjectKey, ObjectRef, RefKind};
+
+/// How long a catalog waits for a newly referenced ConfigMap or Secret.
+pub const REF_SYNC_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The watch of one referenced object.
+struct RefWatch {
+    id: u64,
+    started: Instant,
+    /// `None` until its first list completes.
+    payload: Option<Payload>,
+    /// Whether a warning said it was given up on (said once per watch).
+    warned: bool,
+    stop: CancellationToken,
+}
+
+struct State {
+    client: Client,
+    backends: Store<DynamicObject>,
+    /// Set once the XBackends have been listed.
+    backends_synced: bool,
+    /// The last valid version of every XBackend that still exists: the reconciler keeps
+    /// it in force while the object is invalid, so its references stay watched too.
+    last_good: BTreeMap<ObjectKey, Backend>,
+    watches: BTreeMap<ObjectRef, RefWatch>,
+    next_id: u64,
+    fetched: mpsc::UnboundedSender<Fetched>,
+    stop: CancellationToken,
+    sent: Option<Catalog>,
+}
+
+/// Follows XBackends and their references until `shutdown` (or until the receiver of
+/// `catalogs` is gone).
+pub(super) async fn run(
+    client: Client,
+    catalogs: mpsc::Sender<Catalog>,
+    shutdown: CancellationToken,
+) {
+    // Everything started here stops with this task, whichever way it ends.
+    let stop = shutdown.child_token();
+    let _stop_all = stop.clone().drop_guard();
+    let (backends_tx, mut backends_rx) = mpsc::unbounded_channel::<()>();
+    let (fetched_tx, mut fetched_rx) = mpsc::unbounded_channel();
+    let resource = xbackends::api_resource();
+    let writer = Writer::new(resource.clone());
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+    let mut state = State {
+        client,
+        backends: writer.as_reader(),
+        backends_synced: false,
+        last_good: BTreeMap::new(),
+        watches: BTreeMap::new(),
+        next_id: 0,
+        fetched: fetched_tx,
+        stop: stop.clone(),
+        sent: None,
+    };
+    tokio::spawn({
+        let stop = stop.clone();
+        async move {
+            let start = || watcher(api.clone(), watcher::Config::default());
+            let changed = |_: &Store<DynamicObject>| {
+                let _ = backends_tx.send(());
+            };
+            follow("XBackends", start, writer, changed, stop).await;
+        }
+    });
+    loop {
+        let deadline = state.hold_until();
+        tokio::select! {
+            () = stop.cancelled() => return,
+            Some(()) = backends_rx.recv() => state.backends_synced = true,
+            Some(fetched) = fetched_rx.recv() => state.fetched(fetched),
+            () = sleep_until(deadline) => {}
+        }
+        // Take in whatever else is queued: one catalog for a burst of events.
+        while let Ok(()) = backends_rx.try_recv() {}
+        while let Ok(fetched) = fetched_rx.try_recv() {
+            state.fetched(fetched);
+        }
+        let Some(catalog) = state.update() else {
+            continue;
+        };
+        tokio::select! {
+            () = stop.cancelled() => return,
+            sent = catalogs.send(catalog.clone()) => if sent.is_err() { return },
+        }
+        state.sent = Some(catalog);
+    }
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
+impl State {
+    fn fetched(&mut self, fetched: Fetched) {
+        if let Some(watch) = self.watches.get_mut(&fetched.object)
+            && watch.id == fetched.id
+        {
+            if watch.payload.is_none() {
+                tracing::debug!(object = %fetched.object.key, kind = ?fetched.object.kind, "referenced object fetched");
+            }
+            watch.payload = Some(fetched.payload);
+        }
+    }
+
+    /// Until when a catalog is being held back for a referenced object, if it is.
+    fn hold_until(&self) -> Option<Instant> {
+        let now = Instant::now();
+        self.watches
+            .values()
+            .filter(|w| w.payload.is_none())
+            .map(|w| w.started + REF_SYNC_TIMEOUT)
+            .filter(|deadline| *deadline > now)
+            .min()
+    }
+
+    /// The catalog to send now, if any: XBackends listed, no reference being waited
+    /// for, and different from the last one sent.
+    fn update(&mut self) -> Option<Catalog> {
+        if !self.backends_synced {
+            return None;
+        }
+        let catalog = self.build();
+        let referenced = self.referenced(&catalog);
+        self.watch_only(&referenced);
+        if self.hold_until().is_some() {
+            return None;
+        }
+        let catalog = self.with_payloads(catalog, &referenced);
+        (self.sent.as_ref() != Some(&catalog)).then_some(catalog)
+    }
+
+    /// Backends, problems and origins from the XBackend store (no ConfigMaps or Secrets
+    /// yet); updates the last good versions.
+    fn build(&mut self) -> Catalog {
+        let mut objects: Vec<_> = self.backends.state();
+        objects.sort_by_key(|o| xbackends::key(o));
+        let mut catalog = Catalog::default();
+        let mut present = BTreeSet::new();
+        for object in &objects {
+            let key = xbackends::key(object);
+            match xbackends::load(object) {
+                Ok(backend) => {
+                    catalog.origins.insert(key.clone(), xbackends::origin(&key));
+                    self.last_good.insert(key.clone(), backend.clone());
+                    catalog.backends.push(backend);
+                }
+                Err(problems) => catalog.problems.extend(problems),
+            }
+            present.insert(key);
+        }
+        self.last_good.retain(|key, _| present.contains(key));
+        catalog
+    }
+
+    /// Every object referenced by a valid Backend or by the last good version of an
+    /// invalid one.
+    fn referenced(&self, catalog: &Catalog) -> BTreeSet<ObjectRef> {
+        let valid: BTreeSet<&ObjectKey> = catalog.backends.iter().map(|b| &b.key).collect();
+        let kept = (self.last_good.iter())
+            .filter(|(key, _)| !valid.contains(key))
+            .map(|(_, backend)| backend);
+        (catalog.backends.iter().chain(kept))
+            .flat_map(xbackends::references)
+            .cloned()
+            .collect()
+    }
+
+    /// Starts the watches of new references and stops those no longer referenced.
+    fn watch_only(&mut self, referenced: &BTreeSet<ObjectRef>) {
+        self.watches.retain(|object, watch| {
+            let keep = referenced.contains(object);
+            if !keep {
+                tracing::info!(object = %object.key, kind = ?object.kind, "no longer referenced: stopped watching it");
+                watch.stop.cancel();
+            }
+            keep
+        });
+        for object in referenced {
+            if self.watches.contains_key(object) {
+                continue;
+            }
+            tracing::info!(object = %object.key, kind = ?object.kind, "referenced by a Backend: watching it");
+            self.next_id += 1;
+            let stop = self.stop.child_token();
+            refs::spawn(
+                self.client.clone(),
+                self.next_id,
+                object.clone(),
+                self.fetched.clone(),
+                stop.clone(),
+            );
+            let watch = RefWatch {
+                id: self.next_id,
+                started: Instant::now(),
+                payload: None,
+                warned: false,
+                stop,
+            };
+            self.watches.insert(object.clone(), watch);
+        }
+    }
+
+    /// Adds the content of every referenced object that exists.
+    fn with_payloads(&mut self, mut catalog: Catalog, referenced: &BTreeSet<ObjectRef>) -> Catalog {
+        for object in referenced {
+            let Some(watch) = self.watches.get_mut(object) else {
+                continue;
+            };
+            let key = object.key.clone();
+            match (&watch.payload, object.kind) {
+                (None, _) => {
+                    if !watch.warned {
+                        watch.warned = true;
+                        tracing::warn!(
+                            object = %key,
+                            kind = ?object.kind,
+                            timeout_s = REF_SYNC_TIMEOUT.as_secs(),
+                            "referenced object not fetched in time: its Backends are refused until it is"
+                        );
+                    }
+                }
+                (Some(Payload::ConfigMap(data)), RefKind::ConfigMap) => {
+                    catalog.config_maps.insert(key, data.clone());
+                }
+                (Some(Payload::Secret(data)), RefKind::Secret) => {
+                    catalog.secrets.insert(key, data.clone());
+                }
+                (Some(_), _) => {}
+            }
+        }
+        catalog
+    }
+}
