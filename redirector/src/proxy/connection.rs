@@ -83,6 +83,7 @@ async fn forward(
             ));
         }
     };
+    let connecting = std::time::Instant::now();
     let upstream = connect_upstream(shared, original, limits.connect_timeout)
         .await
         .map_err(|error| {
@@ -91,8 +92,9 @@ async fn forward(
     let _ = client.set_nodelay(true);
     let key = backend.key.to_string();
     let active = shared.stats.active_guard(&key);
-    let result = match origination {
+    let (moved, result) = match origination {
         None => {
+            shared.stats.connected(&key, connecting.elapsed());
             let mut client =
                 FirstBytesGuard::new(client, OpeningRule::SniMustBe(backend.hostname.clone()));
             let mut upstream = upstream;
@@ -106,25 +108,30 @@ async fn forward(
         }
         Some(tls) => {
             let mut upstream = handshake(&tls, upstream, limits.connect_timeout).await?;
+            shared.stats.connected(&key, connecting.elapsed());
             let mut client = FirstBytesGuard::new(client, OpeningRule::Plaintext);
-            let result = splice(
+            let (moved, result) = splice(
                 &mut client,
                 &mut upstream,
                 limits.buffer_size,
                 limits.idle_timeout,
             )
             .await;
-            match result {
+            let result = match result {
                 Err(error) if sniff::refusal(&error).is_none() => {
                     Err(pending_alert(&mut upstream).await.unwrap_or(error))
                 }
                 other => other,
-            }
+            };
+            (moved, result)
         }
     };
     drop(active);
+    shared
+        .stats
+        .transferred(&key, moved.client_to_upstream, moved.upstream_to_client);
     match result {
-        Ok(moved) => {
+        Ok(()) => {
             shared.stats.forwarded(&key);
             tracing::debug!(%key, sent = moved.client_to_upstream, received = moved.upstream_to_client, "finished");
             Ok(())

@@ -28,25 +28,29 @@ pub struct Transferred {
 }
 
 /// Runs until both directions reached EOF, an I/O error, or `idle` passed with no byte
-/// read from either side.
+/// read from either side. The byte counts are right also when it ends with an error.
 pub async fn splice<C, U>(
     client: &mut C,
     upstream: &mut U,
     buffer_size: usize,
     idle: Duration,
-) -> io::Result<Transferred>
+) -> (Transferred, io::Result<()>)
 where
     C: AsyncRead + AsyncWrite + Unpin,
     U: AsyncRead + AsyncWrite + Unpin,
 {
     let clock = Activity::new();
+    let from_client = Arc::new(AtomicU64::new(0));
+    let from_upstream = Arc::new(AtomicU64::new(0));
     let mut client = Watched {
         inner: client,
         activity: clock.clone(),
+        read: from_client.clone(),
     };
     let mut upstream = Watched {
         inner: upstream,
         activity: clock.clone(),
+        read: from_upstream.clone(),
     };
     let copy = tokio::io::copy_bidirectional_with_sizes(
         &mut client,
@@ -54,16 +58,18 @@ where
         buffer_size,
         buffer_size,
     );
-    tokio::select! {
-        result = copy => {
-            let (client_to_upstream, upstream_to_client) = result?;
-            Ok(Transferred { client_to_upstream, upstream_to_client })
-        }
+    let result = tokio::select! {
+        result = copy => result.map(|_| ()),
         () = clock.idle_for(idle) => Err(io::Error::new(
             io::ErrorKind::TimedOut,
             format!("no bytes in either direction for {idle:?}"),
         )),
-    }
+    };
+    let transferred = Transferred {
+        client_to_upstream: from_client.load(Ordering::Relaxed),
+        upstream_to_client: from_upstream.load(Ordering::Relaxed),
+    };
+    (transferred, result)
 }
 
 /// Time of the last successful read, in milliseconds since `start`.
@@ -99,10 +105,11 @@ impl Activity {
     }
 }
 
-/// A stream that records read activity.
+/// A stream that records read activity and counts the bytes read from it.
 struct Watched<'a, S> {
     inner: &'a mut S,
     activity: Activity,
+    read: Arc<AtomicU64>,
 }
 
 impl<S: AsyncRead + Unpin> AsyncRead for Watched<'_, S> {
@@ -113,8 +120,10 @@ impl<S: AsyncRead + Unpin> AsyncRead for Watched<'_, S> {
     ) -> Poll<io::Result<()>> {
         let before = buf.filled().len();
         let poll = Pin::new(&mut *self.inner).poll_read(cx, buf);
-        if matches!(poll, Poll::Ready(Ok(()))) && buf.filled().len() > before {
+        let read = buf.filled().len() - before;
+        if matches!(poll, Poll::Ready(Ok(()))) && read > 0 {
             self.activity.touch();
+            self.read.fetch_add(read as u64, Ordering::Relaxed);
         }
         poll
     }
@@ -167,7 +176,8 @@ mod tests {
         let mut answer = Vec::new();
         client_app.read_to_end(&mut answer).await.unwrap();
         assert_eq!(answer, b"answer after EOF");
-        let transferred = proxy.await.unwrap().unwrap();
+        let (transferred, result) = proxy.await.unwrap();
+        result.unwrap();
         assert_eq!(transferred.client_to_upstream, 7);
         assert_eq!(transferred.upstream_to_client, 16);
     }
@@ -176,7 +186,7 @@ mod tests {
     async fn idle_connections_time_out() {
         let (_client_app, mut client_side) = duplex(64);
         let (mut upstream_side, _server_app) = duplex(64);
-        let result = splice(
+        let (transferred, result) = splice(
             &mut client_side,
             &mut upstream_side,
             16,
@@ -184,5 +194,6 @@ mod tests {
         )
         .await;
         assert_eq!(result.unwrap_err().kind(), io::ErrorKind::TimedOut);
+        assert_eq!(transferred, Transferred::default());
     }
 }

@@ -1,8 +1,15 @@
 //! Connection counters, exported by the admin endpoint as Prometheus metrics.
 
+use std::time::Duration;
+
 use prometheus_client::{
-    encoding::EncodeLabelSet,
-    metrics::{counter::Counter, family::Family, gauge::Gauge},
+    encoding::{EncodeLabelSet, EncodeLabelValue},
+    metrics::{
+        counter::Counter,
+        family::Family,
+        gauge::Gauge,
+        histogram::{Histogram, exponential_buckets},
+    },
     registry::Registry,
 };
 
@@ -56,8 +63,29 @@ struct BackendReason {
     reason: String,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Copy, Hash, PartialEq, Eq, EncodeLabelValue)]
+enum Direction {
+    /// Client to upstream.
+    Sent,
+    /// Upstream to client.
+    Received,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BackendDirection {
+    backend: String,
+    direction: Direction,
+}
+
+fn connect_buckets() -> Histogram {
+    // 0.1 ms .. ~3.3 s
+    Histogram::new(exponential_buckets(0.0001, 2.0, 16))
+}
+
+#[derive(Debug)]
 pub struct Stats {
+    bytes: Family<BackendDirection, Counter>,
+    connect_latency: Family<BackendLabel, Histogram, fn() -> Histogram>,
     forwarded: Family<BackendLabel, Counter>,
     active: Family<BackendLabel, Gauge>,
     refused: Family<BackendReason, Counter>,
@@ -68,6 +96,16 @@ pub struct Stats {
 
 impl Stats {
     pub fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "redirector_bytes",
+            "Bytes forwarded, by Backend and direction (sent: client to upstream)",
+            self.bytes.clone(),
+        );
+        registry.register(
+            "redirector_upstream_connect_seconds",
+            "Time to connect to the original destination (TCP, plus TLS when originated)",
+            self.connect_latency.clone(),
+        );
         registry.register(
             "redirector_connections_forwarded",
             "Connections forwarded to a Backend, counted when they end",
@@ -139,9 +177,43 @@ impl Stats {
             .get()
     }
 
+    pub fn connected(&self, backend: &str, took: Duration) {
+        let label = BackendLabel {
+            backend: backend.to_owned(),
+        };
+        self.connect_latency
+            .get_or_create(&label)
+            .observe(took.as_secs_f64());
+    }
+
+    pub fn transferred(&self, backend: &str, sent: u64, received: u64) {
+        for (direction, bytes) in [(Direction::Sent, sent), (Direction::Received, received)] {
+            let labels = BackendDirection {
+                backend: backend.to_owned(),
+                direction,
+            };
+            self.bytes.get_or_create(&labels).inc_by(bytes);
+        }
+    }
+
     /// Totals for the shutdown log line.
     pub fn totals(&self) -> (u64, u64) {
         (self.forwarded_all.get(), self.refused_all.get())
+    }
+}
+
+impl Default for Stats {
+    fn default() -> Self {
+        Self {
+            bytes: Family::default(),
+            connect_latency: Family::new_with_constructor(connect_buckets),
+            forwarded: Family::default(),
+            active: Family::default(),
+            refused: Family::default(),
+            handshake_failures: Family::default(),
+            forwarded_all: Counter::default(),
+            refused_all: Counter::default(),
+        }
     }
 }
 
