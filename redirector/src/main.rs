@@ -4,6 +4,7 @@
 //! - `run.rs`            the agent wired together (load, resolve, listen, attach, serve)
 //! - `backend/`          XBackend YAML -> validated `Backend`s
 //! - `watch.rs`          Backend directories -> new catalogs on every change
+//! - `kubernetes/`       the Kubernetes API -> new catalogs, and this node's pods
 //! - `reconcile.rs`      catalogs + DNS -> the proxy's table and the datapath map, by diff
 //! - `scopes.rs`         pod cgroups -> namespace scopes (Backends per namespace)
 //! - `resolver.rs`       hostnames -> addresses
@@ -19,7 +20,6 @@ mod check;
 mod cli;
 mod crd;
 mod datapath;
-#[allow(dead_code, reason = "wired into run.rs (start_source) by the lead; remove this then")]
 mod kubernetes;
 mod proxy;
 mod reconcile;
@@ -67,8 +67,10 @@ fn tokio_main(future: impl Future<Output = anyhow::Result<()>>) -> anyhow::Resul
 
 fn init_logging(format: LogFormat) {
     use tracing_subscriber::{EnvFilter, fmt};
-    let filter =
-        EnvFilter::try_from_env("REDIRECTOR_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    let filter = EnvFilter::try_from_env("REDIRECTOR_LOG")
+        // kube-rs logs every failed request itself; the Kubernetes source reports those
+        // failures rate-limited, with hints.
+        .unwrap_or_else(|_| EnvFilter::new("info,kube_client=off,kube_runtime=off"));
     use std::io::IsTerminal;
     let builder = fmt()
         .with_env_filter(filter)

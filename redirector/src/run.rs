@@ -22,6 +22,7 @@ use crate::{
     backend::{self, Catalog},
     cli::{BackendScope, RunArgs},
     datapath::{self, Attachment, Datapath, MapSizes, PinLayout, endpoint},
+    kubernetes::KubeSource,
     proxy::{self, ConnectionLimits, Shared, Stats},
     reconcile::{DnsSettings, ReconcileMetrics, Reconciler},
     resolver::Resolver,
@@ -34,7 +35,7 @@ use crate::{
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     // Installed first: a SIGTERM that arrives right after the ready line must drain, not
     // kill the process with the default action.
-    let signals = Signals::install()?;
+    let mut signals = Signals::install()?;
     let scoping = match (args.kubernetes, args.backend_scope) {
         (true, BackendScope::Namespace) => Scoping::Namespace,
         _ => Scoping::Cluster,
@@ -50,7 +51,14 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let resolver = Resolver::from_system()?;
     let shutdown = CancellationToken::new();
     let (pods_tx, pods_rx) = tokio::sync::watch::channel(Pods::new());
-    let (catalog, catalogs_rx) = start_source(&args, pods_tx, &shutdown).await?;
+    // The first sync may wait for an API server that is down: a signal must still stop us.
+    let (catalog, catalogs_rx) = tokio::select! {
+        started = start_source(&args, pods_tx, &shutdown) => started?,
+        () = signals.wait() => {
+            shutdown.cancel();
+            return Ok(());
+        }
+    };
 
     let readiness = Arc::new(Readiness::default());
     let stats = Arc::new(Stats::default());
@@ -165,8 +173,20 @@ async fn start_source(
 ) -> anyhow::Result<(Catalog, mpsc::Receiver<Catalog>)> {
     let (catalogs_tx, mut catalogs_rx) = mpsc::channel(1);
     if args.kubernetes {
-        let _ = (pods, &mut catalogs_rx);
-        bail!("--kubernetes is not available in this build yet");
+        let node = args
+            .node_name
+            .clone()
+            .context("--kubernetes needs --node-name")?;
+        let source = KubeSource::connect(args.kubeconfig.as_deref())
+            .await
+            .context("connecting to the Kubernetes API")?;
+        source.spawn(node, catalogs_tx, pods, shutdown.clone());
+        tracing::info!("waiting for the initial sync with the Kubernetes API");
+        let first = catalogs_rx
+            .recv()
+            .await
+            .context("the Kubernetes source stopped before its initial sync")?;
+        return Ok((first, catalogs_rx));
     }
     // Watch first, then load: a change made in between is reloaded, never missed.
     watch::spawn(args.backends.clone(), catalogs_tx, shutdown.clone())
@@ -218,7 +238,7 @@ impl Signals {
         })
     }
 
-    async fn wait(mut self) {
+    async fn wait(&mut self) {
         tokio::select! {
             _ = self.term.recv() => tracing::info!("SIGTERM"),
             _ = self.int.recv() => tracing::info!("SIGINT"),

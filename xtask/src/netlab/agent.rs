@@ -118,9 +118,12 @@ impl Agent {
             .arg(procs)
             .arg(topology.node.name())
             .arg(redirector_bin()?)
-            .arg("run")
-            .arg("--backends")
-            .arg(&config.backends)
+            .arg("run");
+        // A Kubernetes-sourced agent has no Backend directory.
+        if !config.extra_args.iter().any(|a| a == "--kubernetes") {
+            command.arg("--backends").arg(&config.backends);
+        }
+        command
             .arg("--cgroup")
             .arg(
                 config

@@ -106,3 +106,150 @@ impl Bed {
             .expect("client ran")
     }
 }
+
+/// The fake Kubernetes API server (`fakeapi`) of the `--kubernetes` tests, run in the
+/// node's network namespace where the agent reaches it at [`fakeapi::API_ADDR`].
+pub mod fakeapi {
+    use std::path::{Path, PathBuf};
+
+    use serde::Deserialize as _;
+    use serde_json::Value;
+    use xtask::netlab::{ChildGuard, Netns, probe::PROBE_TIMEOUT};
+
+    pub const FAKEAPI: &str = env!("CARGO_BIN_EXE_fakeapi");
+    /// Where it listens, inside the node.
+    pub const API_ADDR: &str = "127.0.0.1:6443";
+
+    /// A running `fakeapi`, killed on drop, and its state directory.
+    pub struct FakeApi {
+        child: ChildGuard,
+        dir: tempfile::TempDir,
+    }
+
+    impl FakeApi {
+        /// Starts it in `netns` holding the objects of `yaml` (as `initial`, see
+        /// [`FakeApi::apply`]) and waits until it listens.
+        pub fn start(netns: &Netns, yaml: &str) -> FakeApi {
+            let dir = tempfile::tempdir().expect("fakeapi dir");
+            let state = dir.path().join("state");
+            std::fs::create_dir(&state).expect("state dir");
+            let text = serde_json::to_string_pretty(&documents(yaml)).expect("JSON");
+            write_atomically(&state, "initial.json", &text);
+            let kubeconfig = format!(
+                "apiVersion: v1\nkind: Config\ncurrent-context: fake\n\
+                 clusters: [{{name: fake, cluster: {{server: \"http://{API_ADDR}\"}}}}]\n\
+                 users: [{{name: fake, user: {{}}}}]\n\
+                 contexts: [{{name: fake, context: {{cluster: fake, user: fake}}}}]\n"
+            );
+            std::fs::write(dir.path().join("kubeconfig"), kubeconfig).expect("kubeconfig");
+            let mut command = netns.exec(FAKEAPI);
+            command.arg(API_ADDR).arg(dir.path().join("state"));
+            let mut child = ChildGuard::spawn("fakeapi", &mut command).expect("start fakeapi");
+            child
+                .wait_for_line("listening", PROBE_TIMEOUT)
+                .expect("fakeapi listens");
+            FakeApi { child, dir }
+        }
+
+        pub fn state_dir(&self) -> PathBuf {
+            self.dir.path().join("state")
+        }
+
+        pub fn kubeconfig(&self) -> PathBuf {
+            self.dir.path().join("kubeconfig")
+        }
+
+        /// `redirector run` arguments for the agent of `node` (Backend scope as the
+        /// agent's default: per namespace).
+        pub fn agent_args(&self, node: &str) -> Vec<String> {
+            vec![
+                "--kubernetes".to_owned(),
+                "--kubeconfig".to_owned(),
+                self.kubeconfig().display().to_string(),
+                "--node-name".to_owned(),
+                node.to_owned(),
+            ]
+        }
+
+        /// Stores the objects of `yaml` (documents separated by `---`) as `name`,
+        /// replacing what `name` held: the server turns the difference into events.
+        pub fn apply(&self, name: &str, yaml: &str) {
+            self.apply_objects(name, documents(yaml));
+        }
+
+        pub fn apply_objects(&self, name: &str, objects: Vec<Value>) {
+            let text = serde_json::to_string_pretty(&objects).expect("JSON");
+            write_atomically(&self.state_dir(), &format!("{name}.json"), &text);
+        }
+
+        /// Deletes the objects stored as `name`.
+        pub fn delete(&self, name: &str) {
+            std::fs::remove_file(self.state_dir().join(format!("{name}.json")))
+                .expect("delete objects");
+        }
+
+        /// Expires every resourceVersion: open watches get a 410 `ERROR` event, or with
+        /// `http`, are closed and their next watch request gets HTTP 410.
+        pub fn expire(&mut self, http: bool) -> String {
+            let mode = if http { "http" } else { "event" };
+            write_atomically(&self.state_dir(), ".gone", mode);
+            self.wait_for("gone rv=")
+        }
+
+        /// The API server goes away (listener closed, connections cut) until [`Self::up`].
+        pub fn down(&mut self) {
+            write_atomically(&self.state_dir(), ".down", "refuse");
+            self.wait_for("down Refuse");
+        }
+
+        pub fn up(&mut self) {
+            std::fs::remove_file(self.state_dir().join(".down")).expect("remove .down");
+            self.wait_for("up");
+        }
+
+        /// Waits for the next line containing `needle` (`list /api/v1/...`, `watch ...`,
+        /// `event MODIFIED configmaps demo/api-ca`...).
+        pub fn wait_for(&mut self, needle: &str) -> String {
+            self.child
+                .wait_for_line(needle, xtask::netlab::agent::READY_TIMEOUT)
+                .expect("fakeapi line")
+        }
+
+        /// Waits until a `list` or `watch` (`verb`) request of `path` whose query has
+        /// every one of `params` (`fieldSelector=metadata.name=api-ca`) has been made,
+        /// now or at any time before.
+        pub fn wait_for_request(&mut self, verb: &str, path: &str, params: &[&str]) -> String {
+            let prefix = format!("{verb} {path}?");
+            let wanted = |line: &String| {
+                let query = line.strip_prefix(&prefix).unwrap_or_default();
+                line.starts_with(&prefix)
+                    && params.iter().all(|p| query.split('&').any(|q| q == *p))
+            };
+            loop {
+                if let Some(line) = self.lines().into_iter().find(wanted) {
+                    return line;
+                }
+                self.wait_for(&prefix);
+            }
+        }
+
+        /// Everything it printed so far.
+        pub fn lines(&self) -> Vec<String> {
+            self.child.lines(xtask::netlab::Stream::Stdout)
+        }
+    }
+
+    /// The documents of a multi-document YAML text, as JSON values.
+    pub fn documents(yaml: &str) -> Vec<Value> {
+        serde_yaml_ng::Deserializer::from_str(yaml)
+            .map(|document| Value::deserialize(document).expect("YAML"))
+            .filter(|value| !value.is_null())
+            .collect()
+    }
+
+    fn write_atomically(dir: &Path, name: &str, text: &str) {
+        let temporary = dir.join(format!(".{name}.tmp"));
+        std::fs::write(&temporary, text).expect("write");
+        std::fs::rename(&temporary, dir.join(name)).expect("rename");
+    }
+}
