@@ -26,7 +26,7 @@ use crate::{
     proxy::{self, ConnectionLimits, Shared, Stats},
     reconcile::{DnsSettings, ReconcileMetrics, Reconciler},
     resolver::Resolver,
-    scopes::{self, Pods},
+    scopes::{Pods, ScopeSync},
     status::StatusBoard,
     table::{BackendTable, Scoping},
     watch,
@@ -122,11 +122,20 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         scoping,
     );
     if scoping == Scoping::Namespace {
+        // Ready only once this node's pods are mapped: until then their namespace's
+        // Backends would not apply to them.
+        let mut pods_rx = pods_rx;
         let root = args
             .pod_cgroup_root
             .clone()
             .unwrap_or_else(|| cgroup.clone());
-        tokio::spawn(scopes::run(scopes, root, pods_rx, shutdown.clone()));
+        let mut sync = ScopeSync::new(scopes, root);
+        if pods_rx.borrow().is_empty() {
+            let _ = pods_rx.changed().await;
+        }
+        let pods = pods_rx.borrow_and_update().clone();
+        sync.sync(&pods);
+        tokio::spawn(sync.run(pods_rx, shutdown.clone()));
     }
     // Before accepting: redirected connects (adopted pins may already send some) queue in
     // the listen backlog until their Backends are known.

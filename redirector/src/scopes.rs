@@ -27,39 +27,53 @@ const RETRY: Duration = Duration::from_secs(1);
 /// Pods of this node: uid -> namespace.
 pub type Pods = BTreeMap<String, String>;
 
-/// Follows `pods` and keeps `SCOPES` in sync until `shutdown`.
-pub async fn run(
-    mut map: ScopeMap,
+/// Keeps `SCOPES` equal to the pods of this node.
+pub struct ScopeSync {
+    map: ScopeMap,
     root: PathBuf,
-    mut pods: watch::Receiver<Pods>,
-    shutdown: CancellationToken,
-) {
-    loop {
-        let current = pods.borrow_and_update().clone();
-        let found = pod_cgroups(&root, current.keys().map(String::as_str));
+}
+
+impl ScopeSync {
+    pub fn new(map: ScopeMap, root: PathBuf) -> Self {
+        Self { map, root }
+    }
+
+    /// Maps every pod of `pods` whose cgroup exists; returns how many have none yet.
+    pub fn sync(&mut self, pods: &Pods) -> usize {
+        let found = pod_cgroups(&self.root, pods.keys().map(String::as_str));
+        tracing::debug!(root = %self.root.display(), pods = pods.len(), found = found.len(), "pod cgroups");
         let desired: BTreeMap<u64, u64> = found
             .iter()
             .filter_map(|(uid, cgroup)| {
-                current
-                    .get(uid)
+                pods.get(uid)
                     .map(|namespace| (*cgroup, namespace_scope(namespace)))
             })
             .collect();
-        match map.sync(&desired) {
+        match self.map.sync(&desired) {
             Ok((0, 0)) => {}
             Ok((written, removed)) => {
-                tracing::info!(written, removed, pods = desired.len(), "pod scopes updated")
+                tracing::info!(written, removed, pods = desired.len(), "pod scopes updated");
             }
             Err(error) => tracing::error!(%error, "updating pod scopes"),
         }
-        let missing = current.len() - found.len();
+        let missing = pods.len() - found.len();
         if missing > 0 {
             tracing::debug!(missing, "pods without a cgroup yet; looking again shortly");
         }
-        tokio::select! {
-            () = shutdown.cancelled() => return,
-            changed = pods.changed() => if changed.is_err() { return },
-            () = tokio::time::sleep(RETRY), if missing > 0 => {}
+        missing
+    }
+
+    /// Follows `pods` until `shutdown`, looking again every second while a pod's cgroup
+    /// has not been created yet.
+    pub async fn run(mut self, mut pods: watch::Receiver<Pods>, shutdown: CancellationToken) {
+        loop {
+            let current = pods.borrow_and_update().clone();
+            let missing = self.sync(&current);
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                changed = pods.changed() => if changed.is_err() { return },
+                () = tokio::time::sleep(RETRY), if missing > 0 => {}
+            }
         }
     }
 }

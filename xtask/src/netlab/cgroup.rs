@@ -22,6 +22,15 @@ impl Cgroup {
         Ok(Cgroup { path })
     }
 
+    /// Creates `<this cgroup>/<name>` (e.g. a kubelet-style `pod<uid>` below the attached
+    /// cgroup), removed on drop; drop it before its parent.
+    pub fn child(&self, name: &str) -> Result<Cgroup> {
+        let path = self.path.join(name);
+        std::fs::create_dir(&path)
+            .with_context(|| format!("cannot create cgroup {}", path.display()))?;
+        Ok(Cgroup { path })
+    }
+
     /// The cgroup directory (pass it to `redirector run --cgroup`).
     pub fn path(&self) -> &Path {
         &self.path

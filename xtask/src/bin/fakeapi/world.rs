@@ -265,10 +265,15 @@ impl World {
 
     /// The object with the metadata an API server fills in.
     fn serve(&mut self, key: &Key, mut value: Value) -> Value {
+        // A uid written in the state file is kept (tests name pod cgroups after it).
+        let given = value["metadata"]["uid"].as_str().map(str::to_owned);
         let uid = self
             .uids
             .entry(key.clone())
             .or_insert_with(|| {
+                if let Some(uid) = given {
+                    return uid;
+                }
                 let uid = format!("00000000-0000-4000-8000-{:012x}", self.next_uid);
                 self.next_uid += 1;
                 uid

@@ -1,0 +1,126 @@
+//! Per-namespace scoping with the Kubernetes source: a Backend applies to the pods of its
+//! own namespace only. Two pods (kubelet-style `pod<uid>` cgroups below the attached
+//! cgroup) in two namespaces dial the same hostname and port, and each gets its own
+//! namespace's Backend; a process in no known pod gets none.
+
+mod support;
+
+use std::process::Command;
+
+use support::{Bed, PROBE, fakeapi::FakeApi};
+use xtask::netlab::{
+    Cgroup, ChildGuard, NODE_EXT_V4, POD_V4, Topology,
+    agent::Agent,
+    in_cgroup_in_netns,
+    probe::{PROBE_TIMEOUT, Reply},
+};
+
+const UID_A: &str = "0a0a0a0a-1111-4111-8111-aaaaaaaaaaaa";
+const UID_B: &str = "0b0b0b0b-2222-4222-8222-bbbbbbbbbbbb";
+
+/// team-a's Backend forwards plain TCP; team-b's, for the same hostname and port, asks
+/// for TLS origination (which the plain test server cannot speak, so it is refused).
+fn objects() -> String {
+    let backend = |namespace: &str, tls: &str| {
+        format!(
+            "apiVersion: gateway.networking.x-k8s.io/v1alpha1\nkind: XBackend\n\
+             metadata: {{name: echo, namespace: {namespace}}}\n\
+             spec:\n  type: ExternalHostname\n  externalHostname: {{hostname: echo.redirector.test}}\n  \
+             port: {{port: 8080}}\n{tls}"
+        )
+    };
+    let pod = |name: &str, namespace: &str, uid: &str| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: {namespace}, uid: {uid}}}\n\
+             spec: {{nodeName: node1, containers: [{{name: app, image: app}}]}}\n"
+        )
+    };
+    let tls = "  tls:\n    mode: ServerOnly\n    validation: {hostname: echo.redirector.test, wellKnownCACertificates: System}\n";
+    [
+        backend("team-a", ""),
+        backend("team-b", tls),
+        pod("a", "team-a", UID_A),
+        pod("b", "team-b", UID_B),
+    ]
+    .join("---\n")
+}
+
+/// Runs `netprobe connect` in the pod netns from inside `cgroup`.
+fn connect_from(topology: &Topology, cgroup: &Cgroup) -> Reply {
+    let args = [
+        "connect",
+        "echo.redirector.test:8080",
+        "-4",
+        "--send",
+        "hello",
+    ];
+    let mut command: Command = in_cgroup_in_netns(cgroup, &topology.pod, PROBE, args);
+    let mut client = ChildGuard::spawn("client", &mut command).expect("client");
+    let done = client.finish(PROBE_TIMEOUT).expect("client exits");
+    let line = done.stdout.first().cloned().unwrap_or_default();
+    Reply {
+        json: serde_json::from_str(&line).unwrap_or_else(|e| panic!("{line:?}: {e}")),
+    }
+}
+
+#[test]
+fn each_namespace_gets_its_own_backend_for_the_same_hostname() {
+    let bed = Bed::new("");
+    let pod_a = bed
+        .topo
+        .pod_cgroup
+        .child(&format!("pod{UID_A}"))
+        .expect("pod a cgroup");
+    let pod_b = bed
+        .topo
+        .pod_cgroup
+        .child(&format!("pod{UID_B}"))
+        .expect("pod b cgroup");
+    let api = FakeApi::start(&bed.topo.node, &objects());
+    let mut config = bed.config();
+    config.in_pod_cgroup = false;
+    config.extra_args = api.agent_args("node1");
+    let mut agent = Agent::start(&bed.topo, &config).expect("agent");
+    // The agent maps the pods before it says it is ready.
+    let logs = agent.logs();
+    let scoped = logs
+        .iter()
+        .find(|l| l.contains("pod scopes updated"))
+        .unwrap_or_else(|| panic!("pods not mapped: {logs:#?}"));
+    assert!(scoped.contains("pods=2"), "{scoped}");
+
+    // team-a: plain forwarding through the proxy.
+    let a = connect_from(&bed.topo, &pod_a);
+    assert!(a.ok(), "{:?}", a.json);
+    assert!(
+        a.seen_by_server()
+            .unwrap_or_default()
+            .starts_with(&format!("{NODE_EXT_V4}:")),
+        "{:?}",
+        a.json
+    );
+
+    // team-b: its own Backend, whose TLS origination the plain server refuses.
+    let b = connect_from(&bed.topo, &pod_b);
+    assert!(!b.reply().contains("got=hello"), "{:?}", b.json);
+    let refused = agent
+        .wait_for_log("refused")
+        .expect("team-b refusal logged");
+    assert!(
+        refused.contains("team-b/echo") && refused.contains("tls_handshake"),
+        "{refused}"
+    );
+
+    // A process in no pod the API knows: neither namespace's Backend applies.
+    let stranger = connect_from(&bed.topo, &bed.topo.pod_cgroup);
+    assert!(stranger.ok(), "{:?}", stranger.json);
+    assert!(
+        stranger
+            .seen_by_server()
+            .unwrap_or_default()
+            .starts_with(&format!("{POD_V4}:")),
+        "{:?}",
+        stranger.json
+    );
+    drop((agent, pod_a, pod_b, api));
+}
