@@ -40,6 +40,9 @@ enum Cmd {
     Lint,
     /// Benchmark the redirector against HAProxy and direct TLS (as root); see bench/README.md.
     Bench(tasks::BenchArgs),
+    /// Scale benchmark: 10,000 Backends, 100,000 map entries, change latency, RSS (as
+    /// root); writes bench/scale.md.
+    BenchScale(tasks::BenchScaleArgs),
 }
 
 fn main() -> ExitCode {
@@ -50,6 +53,7 @@ fn main() -> ExitCode {
         Cmd::Demo => tasks::demo(),
         Cmd::Lint => tasks::lint(),
         Cmd::Bench(args) => tasks::bench(&args),
+        Cmd::BenchScale(args) => tasks::bench_scale(&args),
     };
     result.unwrap_or_else(|e| {
         eprintln!("xtask: {e:#}");

@@ -3,10 +3,12 @@
 mod bench;
 mod demo;
 pub mod ebpf;
+mod scale;
 pub mod toolchain;
 
 pub use bench::{BenchArgs, bench};
 pub use demo::demo;
+pub use scale::{BenchScaleArgs, bench_scale};
 
 use anyhow::{Context, Result, bail};
 use std::path::PathBuf;
