@@ -23,8 +23,13 @@
 
 mod catalog;
 mod follow;
+// Used once run.rs spawns the StatusWriter (then remove this allow).
+#[allow(dead_code, reason = "wired into run.rs separately")]
+pub mod lease;
 mod pods;
 mod refs;
+#[allow(dead_code, reason = "wired into run.rs separately")]
+pub mod status;
 #[cfg(test)]
 mod tests;
 mod xbackends;

@@ -11,7 +11,6 @@ mod dns;
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap},
     sync::Arc,
-    time::Duration,
 };
 
 pub use dns::DnsSettings;
@@ -211,11 +210,16 @@ impl Reconciler {
     /// Resolves every hostname that is due, a bounded number at a time. True if any
     /// address set changed.
     async fn resolve_due(&mut self) -> bool {
+        if let Some(fresh) = self.resolver.reread_hosts() {
+            tracing::info!("/etc/hosts changed: resolving every Backend hostname again");
+            self.resolver = fresh;
+            self.dns.refresh_all();
+        }
         let due = self.dns.due(Instant::now());
         if due.is_empty() {
             return false;
         }
-        let resolver = self.resolver.reread_hosts();
+        let resolver = self.resolver.clone();
         let semaphore = Arc::new(tokio::sync::Semaphore::new(RESOLVE_CONCURRENCY));
         let mut tasks = JoinSet::new();
         for hostname in due {
@@ -342,10 +346,12 @@ impl Reconciler {
     /// Follows catalog updates and DNS timers until `shutdown`.
     pub async fn run(mut self, mut catalogs: mpsc::Receiver<Catalog>, shutdown: CancellationToken) {
         loop {
+            // Also wake at least every --dns-min-ttl to notice a changed /etc/hosts.
+            let hosts_check = Instant::now() + self.dns.min_ttl();
             let wakeup = self
                 .dns
                 .next_wakeup()
-                .unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
+                .map_or(hosts_check, |at| at.min(hosts_check));
             tokio::select! {
                 () = shutdown.cancelled() => return,
                 catalog = catalogs.recv() => {

@@ -36,6 +36,8 @@ pub enum ResolverError {
 pub struct Resolver {
     /// `/etc/hosts` as read when the resolver was made (or last [`Resolver::reread_hosts`]).
     hosts: Arc<Hosts>,
+    /// What the file looked like then, to read it again only when it changed.
+    hosts_stamp: Option<FileStamp>,
     /// DNS only; the hosts file is consulted first, by us.
     dns: TokioResolver,
 }
@@ -60,17 +62,24 @@ impl Resolver {
         // would only delay changes.
         options.cache_size = 0;
         Ok(Self {
+            hosts_stamp: FileStamp::of(HOSTS),
             hosts: Arc::new(read_hosts()),
             dns: builder.build(),
         })
     }
 
-    /// The same resolver with `/etc/hosts` read again (once per refresh round).
-    pub fn reread_hosts(&self) -> Self {
-        Self {
+    /// The same resolver with `/etc/hosts` read again, if the file changed since it was
+    /// last read (`None`: unchanged). A stat is all an unchanged file costs.
+    pub fn reread_hosts(&self) -> Option<Self> {
+        let stamp = FileStamp::of(HOSTS);
+        if stamp == self.hosts_stamp {
+            return None;
+        }
+        Some(Self {
+            hosts_stamp: stamp,
             hosts: Arc::new(read_hosts()),
             dns: self.dns.clone(),
-        }
+        })
     }
 
     /// Like glibc's `files` source: when the hosts file knows the name, its entries (of
@@ -141,6 +150,28 @@ impl Resolver {
         Ok(Resolution {
             addresses: usable,
             ttl,
+        })
+    }
+}
+
+const HOSTS: &str = "/etc/hosts";
+
+/// Identity and version of a file: enough to notice an edit or a replacement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FileStamp {
+    inode: u64,
+    length: u64,
+    modified: Option<std::time::SystemTime>,
+}
+
+impl FileStamp {
+    fn of(path: &str) -> Option<Self> {
+        use std::os::unix::fs::MetadataExt;
+        let metadata = std::fs::metadata(path).ok()?;
+        Some(Self {
+            inode: metadata.ino(),
+            length: metadata.len(),
+            modified: metadata.modified().ok(),
         })
     }
 }

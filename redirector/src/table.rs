@@ -104,35 +104,42 @@ pub struct BackendTable {
 
 impl BackendTable {
     pub fn new(entries: impl IntoIterator<Item = Entry>, scoping: Scoping) -> Self {
+        use std::collections::btree_map::Entry as Slot;
         let mut table = BackendTable::default();
-        let mut claims: BTreeMap<BackendKey, BTreeSet<ObjectKey>> = BTreeMap::new();
         for entry in entries {
             let id = BackendId::of(&entry.backend.key);
             let scope = scoping.scope_of(&entry.backend.key.namespace);
-            for ip in &entry.addresses {
-                let address = SocketAddr::new(*ip, entry.backend.port);
-                let at = BackendKey::new(scope, endpoint::from_socket_addr(address));
-                claims
-                    .entry(at)
-                    .or_default()
-                    .insert(entry.backend.key.clone());
-                table.endpoints.insert(at, id);
-            }
-            if let Some(previous) = table.by_id.insert(id, Arc::new(entry)) {
+            let entry = Arc::new(entry);
+            if let Some(previous) = table.by_id.insert(id, entry.clone()) {
                 // Two names hashing alike is astronomically unlikely; never merge them.
                 tracing::error!(backend = %previous.backend.key, "Backend id collision; dropping");
             }
-        }
-        for (at, owners) in claims {
-            if owners.len() > 1 {
-                tracing::warn!(
-                    address = %endpoint::to_socket_addr(&at.endpoint),
-                    backends = %join(&owners),
-                    "address claimed by several Backends: its connections will be refused"
-                );
-                table.endpoints.insert(at, BackendId::AMBIGUOUS);
-                table.conflicts.insert(at, owners);
+            for ip in &entry.addresses {
+                let address = SocketAddr::new(*ip, entry.backend.port);
+                let at = BackendKey::new(scope, endpoint::from_socket_addr(address));
+                match table.endpoints.entry(at) {
+                    Slot::Vacant(slot) => {
+                        slot.insert(id);
+                    }
+                    Slot::Occupied(slot) if *slot.get() == id => {}
+                    Slot::Occupied(mut slot) => {
+                        // A second Backend claims this address: record both claimants.
+                        let previous = slot.insert(BackendId::AMBIGUOUS);
+                        let owners = table.conflicts.entry(at).or_default();
+                        if let Some(owner) = table.by_id.get(&previous) {
+                            owners.insert(owner.backend.key.clone());
+                        }
+                        owners.insert(entry.backend.key.clone());
+                    }
+                }
             }
+        }
+        for (at, owners) in &table.conflicts {
+            tracing::warn!(
+                address = %endpoint::to_socket_addr(&at.endpoint),
+                backends = %join(owners),
+                "address claimed by several Backends: its connections will be refused"
+            );
         }
         table
     }

@@ -18,6 +18,10 @@ use crate::table::BackendId;
 pub struct BackendMap {
     map: HashMap<MapData, BackendKey, u64>,
     endpoints: HashMap<MapData, Endpoint, u32>,
+    /// What the kernel maps hold, as last read or written: a sync touches only the
+    /// differences instead of reading 100k entries back through the bpf syscall.
+    /// `None` until the first sync reads them (pins adopted from an earlier agent).
+    written: Option<(BTreeMap<BackendKey, u64>, BTreeSet<Endpoint>)>,
 }
 
 /// What one [`BackendMap::sync`] changed.
@@ -34,7 +38,11 @@ impl BackendMap {
         map: HashMap<MapData, BackendKey, u64>,
         endpoints: HashMap<MapData, Endpoint, u32>,
     ) -> Self {
-        Self { map, endpoints }
+        Self {
+            map,
+            endpoints,
+            written: None,
+        }
     }
 
     /// Makes the map equal to `desired`. New and changed entries are written before
@@ -44,37 +52,55 @@ impl BackendMap {
         &mut self,
         desired: &BTreeMap<BackendKey, BackendId>,
     ) -> Result<SyncStats, MapError> {
-        let current: BTreeMap<BackendKey, u64> = self.map.iter().collect::<Result<_, _>>()?;
+        let (mut current, mut present) = match self.written.take() {
+            Some(written) => written,
+            None => (
+                self.map.iter().collect::<Result<_, _>>()?,
+                self.endpoints.keys().collect::<Result<_, _>>()?,
+            ),
+        };
         let mut stats = SyncStats {
             total: desired.len(),
             ..SyncStats::default()
         };
         let wanted: BTreeSet<Endpoint> = desired.keys().map(|key| key.endpoint).collect();
-        let present: BTreeSet<Endpoint> = self.endpoints.keys().collect::<Result<_, _>>()?;
         // ENDPOINTS grows before BACKENDS and shrinks after it: a connect never misses a
         // Backend entry because the pre-filter did not know its address yet.
-        for at in wanted.difference(&present) {
+        let new_endpoints: Vec<Endpoint> = wanted.difference(&present).copied().collect();
+        for at in new_endpoints {
             self.endpoints.insert(at, 1, 0)?;
+            present.insert(at);
         }
         for (at, id) in desired {
-            match current.get(at) {
-                Some(existing) if *existing == id.0 => {}
-                found => {
-                    self.map.insert(at, id.0, 0)?;
-                    match found {
-                        Some(_) => stats.changed += 1,
-                        None => stats.added += 1,
-                    }
-                }
+            let found = current.get(at).copied();
+            if found == Some(id.0) {
+                continue;
+            }
+            self.map.insert(at, id.0, 0)?;
+            current.insert(*at, id.0);
+            match found {
+                Some(_) => stats.changed += 1,
+                None => stats.added += 1,
             }
         }
-        for at in current.keys().filter(|at| !desired.contains_key(at)) {
-            self.map.remove(at)?;
+        let stale: Vec<BackendKey> = current
+            .keys()
+            .filter(|at| !desired.contains_key(at))
+            .copied()
+            .collect();
+        for at in stale {
+            self.map.remove(&at)?;
+            current.remove(&at);
             stats.removed += 1;
         }
-        for at in present.difference(&wanted) {
-            self.endpoints.remove(at)?;
+        let gone: Vec<Endpoint> = present.difference(&wanted).copied().collect();
+        for at in gone {
+            self.endpoints.remove(&at)?;
+            present.remove(&at);
         }
+        // Kept only after a fully successful sync: after an error the next sync reads
+        // the kernel's state again.
+        self.written = Some((current, present));
         Ok(stats)
     }
 }

@@ -94,9 +94,11 @@ impl DnsCache {
                 Outcome::Failed
             }
             Ok(resolution) => {
+                // Hosts-file answers have no TTL: they hold until the file changes, which
+                // `refresh_all` signals.
                 let ttl = resolution
                     .ttl
-                    .unwrap_or(settings.min_ttl)
+                    .unwrap_or(settings.max_ttl)
                     .clamp(settings.min_ttl, settings.max_ttl);
                 state.next_refresh = Some(now + ttl);
                 state.last_error = None;
@@ -115,6 +117,17 @@ impl DnsCache {
                     Outcome::Changed
                 }
             }
+        }
+    }
+
+    pub fn min_ttl(&self) -> Duration {
+        self.settings.min_ttl
+    }
+
+    /// Makes every hostname due now (the hosts file changed).
+    pub fn refresh_all(&mut self) {
+        for state in self.hosts.values_mut() {
+            state.next_refresh = None;
         }
     }
 

@@ -35,10 +35,14 @@ fn ttl_is_clamped() {
     assert_eq!(cache.next_wakeup(), Some(now + SETTINGS.min_ttl));
     cache.apply("a.test", answer(&["10.0.0.1"], Some(999_999)), now);
     assert_eq!(cache.next_wakeup(), Some(now + SETTINGS.max_ttl));
-    cache.apply("a.test", answer(&["10.0.0.1"], None), now);
-    assert_eq!(cache.next_wakeup(), Some(now + SETTINGS.min_ttl));
+    cache.apply("a.test", answer(&["10.0.0.1"], Some(1)), now);
     assert!(cache.due(now + Duration::from_secs(4)).is_empty());
     assert_eq!(cache.due(now + Duration::from_secs(5)).len(), 1);
+    // Hosts-file answers hold until the file changes.
+    cache.apply("a.test", answer(&["10.0.0.1"], None), now);
+    assert_eq!(cache.next_wakeup(), Some(now + SETTINGS.max_ttl));
+    cache.refresh_all();
+    assert_eq!(cache.due(now).len(), 1);
 }
 
 #[test]

@@ -1,0 +1,855 @@
+//! XBackend status: one entry of `status.parents` per XBackend for this controller,
+//! written by exactly one agent of the cluster (the holder of the Lease, `lease.rs`).
+//!
+//! What is written, per XBackend:
+//!
+//! ```yaml
+//! status:
+//!   parents:
+//!     - controllerName: redirector.dev/node-agent
+//!       parentRef: {group: "", kind: Namespace, name: <the XBackend's namespace>}
+//!       conditions:
+//!         - type: Accepted       # False/Invalid: the validation problems (field: message)
+//!           status: "True"
+//!           reason: Accepted
+//!           observedGeneration: 3
+//!           lastTransitionTime: "2024-01-01T00:00:00Z"
+//!           message: ...
+//!         - type: ResolvedRefs   # False/InvalidCACertificateRef, InvalidClientCertificateRef
+//!           ...
+//! ```
+//!
+//! **Why the parentRef is the XBackend's Namespace.** Upstream expects a Gateway-like
+//! parent: `status.parents[]` says how a Backend fares with each parent (typically a
+//! Gateway) whose controller uses it. This agent has no Gateway. In the mesh model of
+//! GEP-1324 (GAMMA) the parent is the thing whose traffic the implementation captures,
+//! inside a namespace boundary; what the redirector captures is the egress of the pods
+//! of the Backend's namespace (`--backend-scope namespace`, the default: a Backend in X
+//! applies to connects from pods in X only). So the parent is that namespace:
+//! `{group: "", kind: Namespace, name: X}` (cluster-scoped, hence no `namespace`). It is
+//! a valid `ParentReference` (group and kind are written explicitly, since the defaults
+//! would mean a Gateway), it names something that exists, it is the same whichever
+//! agent leads (a hand-over rewrites nothing), and it needs no knowledge of how the
+//! agents were deployed (DaemonSet name...). With `--backend-scope cluster` the Backend
+//! applies to every namespace; the parent stays the declaring namespace.
+//!
+//! **Other controllers' entries are kept.** `status.parents` is an atomic list in the
+//! CRD: a server-side apply replaces it whole. So each write reads the object, keeps
+//! the entries of other controllers, replaces this controller's entry, and applies the
+//! result with `metadata.resourceVersion` as a precondition (a concurrent change makes
+//! it 409, and the write is retried on a fresh read).
+//!
+//! **Written only on change.** The last entry written (or found on the server) is kept
+//! per object; an update that renders the same entry sends nothing. On becoming leader
+//! the writer lists the XBackends once to learn what the server already holds, so a new
+//! leader or a restart writes only what differs. `lastTransitionTime` changes only when
+//! a condition's status does.
+//!
+//! **Node-local problems are not status.** A hostname that does not resolve on one node
+//! says nothing about the Backend; only what is the same on every node goes here: the
+//! validation result and whether the referenced ConfigMaps and Secrets are usable.
+
+use std::{collections::BTreeMap, time::Duration};
+
+use k8s_openapi::jiff::Timestamp;
+use kube::{
+    Api, Client,
+    api::{DynamicObject, ListParams, Patch, PatchParams},
+};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use tokio::{sync::watch, task::JoinHandle, time::Instant};
+use tokio_util::sync::CancellationToken;
+
+use super::{
+    lease::{self, LeaseConfig, is_conflict},
+    xbackends,
+};
+use crate::{
+    backend::{Backend, CaSource, Catalog, ObjectKey, ObjectRef, RefKind, constraints, model},
+    tls::TlsConfigError,
+};
+
+/// `status.parents[].controllerName` of this controller (`domain/path`, as the CRD's
+/// pattern [`constraints::CONTROLLER_NAME`] requires).
+pub const CONTROLLER_NAME: &str = "redirector.dev/node-agent";
+/// The server-side apply field manager.
+pub const FIELD_MANAGER: &str = "redirector";
+
+/// A failed write is retried after this long.
+const RETRY: Duration = Duration::from_secs(5);
+/// What the server holds is read again this often (an entry removed by someone else is
+/// written again).
+const RESYNC: Duration = Duration::from_secs(600);
+/// Attempts of one write when the object keeps changing under it (409).
+const CONFLICT_ATTEMPTS: usize = 3;
+/// Longest wait for one API request.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// `maxLength` of `metav1.Condition.message`.
+const MAX_MESSAGE: usize = 32_768;
+
+/// What the status of one XBackend says, as the reconciler knows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectStatus {
+    pub key: ObjectKey,
+    /// `metadata.generation` of the object the results were computed from.
+    pub generation: i64,
+    /// `Err`: why the object was rejected (the problems, `field: message`, joined).
+    pub accepted: Result<(), String>,
+    /// Whether the referenced CA bundles and client certificate are usable. Ignored
+    /// (no `ResolvedRefs` condition is written) while `accepted` is `Err`: the references
+    /// of a spec that was not accepted were not evaluated.
+    pub resolved_refs: Result<(), RefProblem>,
+}
+
+/// A `ResolvedRefs=False` condition: an upstream reason and the error text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefProblem {
+    /// `InvalidCACertificateRef` (BackendTLSPolicy's reason for a CA bundle reference
+    /// that is missing, lacks `ca.crt` or holds no usable certificate),
+    /// `InvalidClientCertificateRef` (the Gateway's reason for a broken client
+    /// certificate Secret), or `Invalid` (TLS settings unusable for another reason).
+    pub reason: &'static str,
+    pub message: String,
+}
+
+impl RefProblem {
+    /// Which reference `error` is about, from the Backend it was built for.
+    pub fn of(backend: &Backend, error: &TlsConfigError) -> Self {
+        let tls = backend.tls.as_ref();
+        let is_ca = |object: &str| {
+            tls.is_some_and(|tls| match &tls.ca {
+                CaSource::Refs(refs) => refs.iter().any(|r| describe(r) == object),
+                CaSource::System => false,
+            })
+        };
+        let client = "InvalidClientCertificateRef";
+        let ca = "InvalidCACertificateRef";
+        let reason = match error {
+            TlsConfigError::MissingObject { object } => {
+                if is_ca(object) {
+                    ca
+                } else {
+                    client
+                }
+            }
+            TlsConfigError::MissingKey { key, .. } => {
+                if key == "ca.crt" {
+                    ca
+                } else {
+                    client
+                }
+            }
+            TlsConfigError::BadPem { origin, .. } => {
+                if origin.ends_with(" key ca.crt") {
+                    ca
+                } else {
+                    client
+                }
+            }
+            TlsConfigError::BadRoots(_) => ca,
+            TlsConfigError::BadClientCertificate(_) => client,
+            TlsConfigError::BadHostname { .. } | TlsConfigError::Rustls(_) => "Invalid",
+        };
+        Self {
+            reason,
+            message: error.to_string(),
+        }
+    }
+}
+
+/// `ConfigMap demo/api-ca`, as [`TlsConfigError`] names objects.
+fn describe(object: &ObjectRef) -> String {
+    let kind = match object.kind {
+        RefKind::ConfigMap => "ConfigMap",
+        RefKind::Secret => "Secret",
+    };
+    format!("{kind} {}", object.key)
+}
+
+/// The status of every XBackend of a catalog, for the writer.
+///
+/// - `generations`: `metadata.generation` of every XBackend the catalog was built from
+///   (valid or not); only these get a status.
+/// - `catalog`: its problems make `Accepted=False` (a problem is matched to its object by
+///   `XBackend ns/name`).
+/// - `in_force`: for a key whose Backend is in force (valid, or its last good version
+///   kept), `Some(Err(e))` if its TLS settings cannot be built, `Some(Ok(()))` otherwise;
+///   `None` when no version of it is in force.
+pub fn object_statuses<'a>(
+    generations: &BTreeMap<ObjectKey, i64>,
+    catalog: &Catalog,
+    in_force: impl Fn(&ObjectKey) -> Option<Result<(), &'a TlsConfigError>>,
+) -> Vec<ObjectStatus> {
+    let mut problems: BTreeMap<&ObjectKey, Vec<String>> = BTreeMap::new();
+    let keys: BTreeMap<ObjectKey, &ObjectKey> =
+        generations.keys().map(|k| (k.clone(), k)).collect();
+    for problem in &catalog.problems {
+        let Some(key) = problem_key(problem.object.as_deref()) else {
+            continue;
+        };
+        let Some(key) = keys.get(&key) else {
+            continue;
+        };
+        let text = match &problem.field {
+            Some(field) => format!("{field}: {}", problem.message),
+            None => problem.message.clone(),
+        };
+        problems.entry(key).or_default().push(text);
+    }
+    let backends: BTreeMap<&ObjectKey, &Backend> =
+        catalog.backends.iter().map(|b| (&b.key, b)).collect();
+    generations
+        .iter()
+        .map(|(key, generation)| {
+            let force = in_force(key);
+            let accepted = match problems.get(key) {
+                None => Ok(()),
+                Some(texts) => {
+                    let mut message = texts.join("; ");
+                    if force.is_some() {
+                        message.push_str(" (the last accepted version stays in force)");
+                    }
+                    Err(message)
+                }
+            };
+            let resolved_refs = match (force, backends.get(key)) {
+                (Some(Err(error)), Some(backend)) => Err(RefProblem::of(backend, error)),
+                _ => Ok(()),
+            };
+            ObjectStatus {
+                key: key.clone(),
+                generation: *generation,
+                accepted,
+                resolved_refs,
+            }
+        })
+        .collect()
+}
+
+/// `XBackend ns/name` in a problem -> the object's key.
+fn problem_key(object: Option<&str>) -> Option<ObjectKey> {
+    let rest = object?.strip_prefix(model::KIND)?.strip_prefix(' ')?;
+    let (namespace, name) = rest.split_once('/')?;
+    Some(ObjectKey::new(namespace, name))
+}
+
+/// Gateway API `ParentReference`, as this controller fills it in.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct ParentRef {
+    #[serde(default)]
+    group: Option<String>,
+    #[serde(default)]
+    kind: Option<String>,
+    name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    namespace: Option<String>,
+}
+
+/// The parent of an XBackend's entry: its own Namespace (see the module comment).
+fn parent_ref(key: &ObjectKey) -> ParentRef {
+    ParentRef {
+        group: Some(String::new()),
+        kind: Some("Namespace".to_owned()),
+        name: key.namespace.clone(),
+        namespace: None,
+    }
+}
+
+/// `metav1.Condition`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Condition {
+    #[serde(rename = "type")]
+    type_: String,
+    status: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    observed_generation: Option<i64>,
+    last_transition_time: String,
+    reason: String,
+    #[serde(default)]
+    message: String,
+}
+
+/// This controller's entry of `status.parents`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ParentStatus {
+    controller_name: String,
+    parent_ref: ParentRef,
+    #[serde(default)]
+    conditions: Vec<Condition>,
+}
+
+/// The entry for `status`; conditions whose status is unchanged from `previous` keep
+/// their `lastTransitionTime`, the others get `now`.
+fn render(status: &ObjectStatus, previous: Option<&ParentStatus>, now: &str) -> ParentStatus {
+    let condition = |type_: &str, result: Result<(&str, &str), (&str, &str)>| {
+        let (state, reason, message) = match result {
+            Ok((reason, message)) => ("True", reason, message),
+            Err((reason, message)) => ("False", reason, message),
+        };
+        let since = previous
+            .and_then(|p| p.conditions.iter().find(|c| c.type_ == type_))
+            .filter(|c| c.status == state)
+            .map_or(now, |c| c.last_transition_time.as_str());
+        Condition {
+            type_: type_.to_owned(),
+            status: state.to_owned(),
+            observed_generation: Some(status.generation),
+            last_transition_time: since.to_owned(),
+            reason: reason.to_owned(),
+            message: truncated(message),
+        }
+    };
+    let mut conditions = Vec::new();
+    match &status.accepted {
+        Ok(()) => {
+            conditions.push(condition(
+                "Accepted",
+                Ok(("Accepted", "Backend accepted by the redirector node agents")),
+            ));
+            let refs = match &status.resolved_refs {
+                Ok(()) => Ok(("ResolvedRefs", "All references resolved")),
+                Err(problem) => Err((problem.reason, problem.message.as_str())),
+            };
+            conditions.push(condition("ResolvedRefs", refs));
+        }
+        Err(message) => conditions.push(condition("Accepted", Err(("Invalid", message)))),
+    }
+    ParentStatus {
+        controller_name: CONTROLLER_NAME.to_owned(),
+        parent_ref: parent_ref(&status.key),
+        conditions,
+    }
+}
+
+fn truncated(message: &str) -> String {
+    if message.len() <= MAX_MESSAGE {
+        return message.to_owned();
+    }
+    let mut end = MAX_MESSAGE - 3;
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &message[..end])
+}
+
+/// RFC 3339 in UTC, whole seconds (`metav1.Time`).
+fn now() -> String {
+    Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+/// The entries of `status.parents`: this controller's (the first, parsed) and the others.
+fn split_parents(object: &DynamicObject) -> (Option<ParentStatus>, Vec<Value>) {
+    let parents = object.data["status"]["parents"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let (ours, others): (Vec<Value>, Vec<Value>) = parents
+        .into_iter()
+        .partition(|p| p["controllerName"].as_str() == Some(CONTROLLER_NAME));
+    let ours = ours
+        .into_iter()
+        .find_map(|p| serde_json::from_value::<ParentStatus>(p).ok());
+    (ours, others)
+}
+
+/// The XBackend status writer: leader election plus the writes while leading.
+pub struct StatusWriter;
+
+impl StatusWriter {
+    /// Runs until `shutdown` (or until the sender of `updates` is gone): takes part in
+    /// the election for the Lease `lease_namespace/redirector-status-writer` as
+    /// `identity` (the node name) and, while it holds the Lease, writes the status of
+    /// every XBackend in the latest `updates` whose entry differs from what the server
+    /// holds. The task ends after releasing the Lease (if held), so await it on
+    /// shutdown to hand over at once.
+    pub fn spawn(
+        client: Client,
+        identity: String,
+        lease_namespace: String,
+        updates: watch::Receiver<Vec<ObjectStatus>>,
+        shutdown: CancellationToken,
+    ) -> JoinHandle<()> {
+        Self::spawn_with(
+            client,
+            LeaseConfig::new(lease_namespace, identity),
+            updates,
+            shutdown,
+        )
+    }
+
+    /// [`Self::spawn`] with the election's timing spelled out.
+    pub fn spawn_with(
+        client: Client,
+        lease: LeaseConfig,
+        mut updates: watch::Receiver<Vec<ObjectStatus>>,
+        shutdown: CancellationToken,
+    ) -> JoinHandle<()> {
+        tokio::spawn(async move {
+            // The election outlives the writes: the Lease is released only once nothing
+            // more is written.
+            let election_stop = CancellationToken::new();
+            let (mut leading, election) =
+                lease::spawn(client.clone(), lease, election_stop.clone());
+            write_while_leading(client, &mut leading, &mut updates, &shutdown).await;
+            election_stop.cancel();
+            let _ = election.await;
+        })
+    }
+}
+
+async fn write_while_leading(
+    client: Client,
+    leading: &mut watch::Receiver<bool>,
+    updates: &mut watch::Receiver<Vec<ObjectStatus>>,
+    shutdown: &CancellationToken,
+) {
+    loop {
+        while !*leading.borrow_and_update() {
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                changed = leading.changed() => if changed.is_err() { return },
+            }
+        }
+        let mut writer = Writer::new(client.clone());
+        let mut synced: Option<Instant> = None;
+        while *leading.borrow() {
+            let resync = synced.is_none_or(|at| at.elapsed() >= RESYNC);
+            let wrote = tokio::select! {
+                () = shutdown.cancelled() => return,
+                done = async {
+                    if resync {
+                        writer.sync().await?;
+                        synced = Some(Instant::now());
+                    }
+                    let desired = updates.borrow_and_update().clone();
+                    writer.write_all(&desired, leading).await
+                } => done,
+            };
+            let retry_at = match wrote {
+                Ok(()) => None,
+                Err(error) => {
+                    tracing::warn!(%error, retry_s = RETRY.as_secs(), "writing XBackend status failed");
+                    Some(Instant::now() + RETRY)
+                }
+            };
+            let next_resync = synced.map_or_else(Instant::now, |at| at + RESYNC);
+            let wake = retry_at.map_or(next_resync, |at| at.min(next_resync));
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                changed = leading.changed() => if changed.is_err() { return },
+                changed = updates.changed() => if changed.is_err() { return },
+                () = tokio::time::sleep_until(wake) => {}
+            }
+        }
+        tracing::info!("no longer the status writer: stopped writing XBackend status");
+    }
+}
+
+/// The writes of one term as leader.
+struct Writer {
+    client: Client,
+    /// This controller's entry as the server holds it, per object (what was last
+    /// written or read).
+    known: BTreeMap<ObjectKey, ParentStatus>,
+}
+
+impl Writer {
+    fn new(client: Client) -> Self {
+        Self {
+            client,
+            known: BTreeMap::new(),
+        }
+    }
+
+    fn api(&self, namespace: &str) -> Api<DynamicObject> {
+        Api::namespaced_with(self.client.clone(), namespace, &xbackends::api_resource())
+    }
+
+    /// Learns what the server holds: one paged list of every XBackend.
+    async fn sync(&mut self) -> Result<(), String> {
+        let api: Api<DynamicObject> =
+            Api::all_with(self.client.clone(), &xbackends::api_resource());
+        let mut known = BTreeMap::new();
+        let mut token: Option<String> = None;
+        loop {
+            let mut params = ListParams::default().limit(500);
+            if let Some(token) = &token {
+                params = params.continue_token(token);
+            }
+            let page = timed(api.list(&params)).await?;
+            for object in &page.items {
+                if let (Some(ours), _) = split_parents(object) {
+                    known.insert(xbackends::key(object), ours);
+                }
+            }
+            token = page.metadata.continue_.filter(|t| !t.is_empty());
+            if token.is_none() {
+                break;
+            }
+        }
+        tracing::debug!(
+            entries = known.len(),
+            "XBackend status read from the API server"
+        );
+        self.known = known;
+        Ok(())
+    }
+
+    /// Writes every status whose entry differs from the known one. Stops early (without
+    /// an error) when leadership is lost; the first error is returned after trying all.
+    async fn write_all(
+        &mut self,
+        statuses: &[ObjectStatus],
+        leading: &watch::Receiver<bool>,
+    ) -> Result<(), String> {
+        let present: std::collections::BTreeSet<&ObjectKey> =
+            statuses.iter().map(|s| &s.key).collect();
+        self.known.retain(|key, _| present.contains(key));
+        let now = now();
+        let mut first_error = None;
+        for status in statuses {
+            let known = self.known.get(&status.key);
+            if known.is_some_and(|k| *k == render(status, Some(k), &now)) {
+                continue;
+            }
+            if !*leading.borrow() {
+                return Ok(());
+            }
+            if let Err(error) = self.write(status, leading).await {
+                let error = format!("{}: {error}", status.key);
+                first_error.get_or_insert(error);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    /// Read, merge, apply with the resourceVersion read; again on a conflict.
+    async fn write(
+        &mut self,
+        status: &ObjectStatus,
+        leading: &watch::Receiver<bool>,
+    ) -> Result<(), String> {
+        let key = &status.key;
+        let api = self.api(&key.namespace);
+        for _ in 0..CONFLICT_ATTEMPTS {
+            let Some(current) = timed(api.get_opt(&key.name)).await? else {
+                // Deleted meanwhile: its status went with it.
+                self.known.remove(key);
+                return Ok(());
+            };
+            let (ours, mut parents) = split_parents(&current);
+            let entry = render(status, ours.as_ref(), &now());
+            if ours.as_ref() == Some(&entry) {
+                self.known.insert(key.clone(), entry);
+                return Ok(());
+            }
+            if !*leading.borrow() {
+                return Ok(());
+            }
+            parents.push(serde_json::to_value(&entry).map_err(|e| e.to_string())?);
+            if parents.len() > constraints::MAX_PARENTS {
+                return Err(format!(
+                    "status.parents already holds {} entries of other controllers",
+                    parents.len() - 1
+                ));
+            }
+            let body = json!({
+                "apiVersion": model::API_VERSION,
+                "kind": model::KIND,
+                "metadata": {
+                    "name": key.name,
+                    "namespace": key.namespace,
+                    "resourceVersion": current.metadata.resource_version,
+                },
+                "status": {"parents": parents},
+            });
+            let params = PatchParams::apply(FIELD_MANAGER).force();
+            match timed_raw(api.patch_status(&key.name, &params, &Patch::Apply(&body))).await {
+                Ok(_) => {
+                    let state = |type_: &str| {
+                        entry
+                            .conditions
+                            .iter()
+                            .find(|c| c.type_ == type_)
+                            .map_or("-", |c| c.status.as_str())
+                            .to_owned()
+                    };
+                    tracing::info!(
+                        backend = %key,
+                        generation = status.generation,
+                        accepted = state("Accepted"),
+                        resolved_refs = state("ResolvedRefs"),
+                        "XBackend status written"
+                    );
+                    self.known.insert(key.clone(), entry);
+                    return Ok(());
+                }
+                Err(Some(e)) if is_conflict(&e) => {
+                    tracing::debug!(backend = %key, "XBackend changed while writing its status; again");
+                }
+                Err(Some(kube::Error::Api(s))) if s.code == 404 => {
+                    self.known.remove(key);
+                    return Ok(());
+                }
+                Err(Some(e)) => return Err(e.to_string()),
+                Err(None) => return Err("the API server did not answer in time".to_owned()),
+            }
+        }
+        Err(format!(
+            "the object kept changing ({CONFLICT_ATTEMPTS} conflicts in a row)"
+        ))
+    }
+}
+
+/// `request` with [`REQUEST_TIMEOUT`], errors as text.
+async fn timed<T>(request: impl Future<Output = kube::Result<T>>) -> Result<T, String> {
+    match timed_raw(request).await {
+        Ok(value) => Ok(value),
+        Err(Some(e)) => Err(e.to_string()),
+        Err(None) => Err("the API server did not answer in time".to_owned()),
+    }
+}
+
+/// `request` with [`REQUEST_TIMEOUT`]; `Err(None)` when it timed out.
+async fn timed_raw<T>(
+    request: impl Future<Output = kube::Result<T>>,
+) -> Result<T, Option<kube::Error>> {
+    match tokio::time::timeout(REQUEST_TIMEOUT, request).await {
+        Ok(result) => result.map_err(Some),
+        Err(_) => Err(None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+    use crate::backend::{self, Problem};
+
+    const T0: &str = "2024-01-01T00:00:00Z";
+    const T1: &str = "2024-01-01T00:01:00Z";
+
+    fn status(accepted: Result<(), &str>, refs: Result<(), &str>) -> ObjectStatus {
+        ObjectStatus {
+            key: ObjectKey::new("demo", "api"),
+            generation: 2,
+            accepted: accepted.map_err(str::to_owned),
+            resolved_refs: refs.map_err(|message| RefProblem {
+                reason: "InvalidCACertificateRef",
+                message: message.to_owned(),
+            }),
+        }
+    }
+
+    #[test]
+    fn a_valid_backend_is_accepted_with_its_references_resolved() {
+        let entry = serde_json::to_value(render(&status(Ok(()), Ok(())), None, T0)).expect("JSON");
+        assert_eq!(
+            entry,
+            json!({
+                "controllerName": "redirector.dev/node-agent",
+                "parentRef": {"group": "", "kind": "Namespace", "name": "demo"},
+                "conditions": [
+                    {"type": "Accepted", "status": "True", "observedGeneration": 2,
+                     "lastTransitionTime": T0, "reason": "Accepted",
+                     "message": "Backend accepted by the redirector node agents"},
+                    {"type": "ResolvedRefs", "status": "True", "observedGeneration": 2,
+                     "lastTransitionTime": T0, "reason": "ResolvedRefs",
+                     "message": "All references resolved"},
+                ],
+            })
+        );
+    }
+
+    #[test]
+    fn an_invalid_backend_is_not_accepted_and_its_references_are_not_judged() {
+        let entry = render(&status(Err("spec.port.port: required"), Err("x")), None, T0);
+        assert_eq!(entry.conditions.len(), 1);
+        let accepted = &entry.conditions[0];
+        assert_eq!(
+            (
+                accepted.type_.as_str(),
+                accepted.status.as_str(),
+                accepted.reason.as_str()
+            ),
+            ("Accepted", "False", "Invalid")
+        );
+        assert_eq!(accepted.message, "spec.port.port: required");
+    }
+
+    #[test]
+    fn transition_time_moves_only_when_a_condition_status_changes() {
+        let first = render(&status(Ok(()), Ok(())), None, T0);
+        // Same statuses, new generation: same times, new observedGeneration.
+        let mut next = status(Ok(()), Ok(()));
+        next.generation = 3;
+        let second = render(&next, Some(&first), T1);
+        assert!(
+            second
+                .conditions
+                .iter()
+                .all(|c| c.last_transition_time == T0)
+        );
+        assert!(
+            second
+                .conditions
+                .iter()
+                .all(|c| c.observed_generation == Some(3))
+        );
+        // An unchanged status renders the same entry: nothing to write.
+        assert_eq!(render(&next, Some(&second), T1), second);
+        // ResolvedRefs turns False: only its time moves.
+        let third = render(
+            &status(
+                Ok(()),
+                Err("ConfigMap demo/ca (referenced by the Backend) does not exist"),
+            ),
+            Some(&second),
+            T1,
+        );
+        assert_eq!(third.conditions[0].last_transition_time, T0);
+        assert_eq!(third.conditions[1].last_transition_time, T1);
+        assert_eq!(third.conditions[1].reason, "InvalidCACertificateRef");
+    }
+
+    #[test]
+    fn other_controllers_entries_are_kept_apart() {
+        let mut object: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": model::API_VERSION, "kind": model::KIND,
+            "metadata": {"name": "api", "namespace": "demo"},
+            "status": {"parents": [
+                {"controllerName": "example.net/gateway", "parentRef": {"name": "gw"}},
+                serde_json::to_value(render(&status(Ok(()), Ok(())), None, T0)).expect("JSON"),
+            ]},
+        }))
+        .expect("object");
+        let (ours, others) = split_parents(&object);
+        assert_eq!(ours, Some(render(&status(Ok(()), Ok(())), None, T0)));
+        assert_eq!(
+            others,
+            vec![json!({"controllerName": "example.net/gateway", "parentRef": {"name": "gw"}})]
+        );
+        object.data["status"] = json!({});
+        assert_eq!(split_parents(&object), (None, Vec::new()));
+    }
+
+    const TLS_BACKEND: &str = r#"
+apiVersion: gateway.networking.x-k8s.io/v1alpha1
+kind: XBackend
+metadata: {name: api, namespace: demo}
+spec:
+  type: ExternalHostname
+  externalHostname: {hostname: api.example.com}
+  port: {port: 443}
+  tls:
+    mode: ClientAndServer
+    clientCertificateRef: {name: api-client}
+    validation:
+      hostname: api.example.com
+      caCertificateRefs: [{group: "", kind: ConfigMap, name: api-ca}]
+---
+apiVersion: gateway.networking.x-k8s.io/v1alpha1
+kind: XBackend
+metadata: {name: broken, namespace: demo}
+spec:
+  type: ExternalHostname
+  externalHostname: {hostname: broken.example.com}
+  port: {port: 0}
+"#;
+
+    fn catalog() -> Catalog {
+        let dir = tempfile::tempdir().expect("dir");
+        std::fs::write(dir.path().join("x.yaml"), TLS_BACKEND).expect("write");
+        backend::load(&[dir.path().to_path_buf()]).expect("load")
+    }
+
+    #[test]
+    fn tls_errors_name_the_reference_they_are_about() {
+        let catalog = catalog();
+        let backend = &catalog.backends[0];
+        let missing_ca = TlsConfigError::MissingObject {
+            object: "ConfigMap demo/api-ca".into(),
+        };
+        let missing_client = TlsConfigError::MissingObject {
+            object: "Secret demo/api-client".into(),
+        };
+        let no_key = TlsConfigError::MissingKey {
+            object: "Secret demo/api-client".into(),
+            key: "tls.key".into(),
+        };
+        let bad_ca_pem = TlsConfigError::BadPem {
+            origin: "ConfigMap demo/api-ca key ca.crt".into(),
+            reason: "no CERTIFICATE block".into(),
+        };
+        let cases = [
+            (missing_ca, "InvalidCACertificateRef"),
+            (missing_client, "InvalidClientCertificateRef"),
+            (no_key, "InvalidClientCertificateRef"),
+            (bad_ca_pem, "InvalidCACertificateRef"),
+        ];
+        for (error, reason) in cases {
+            let problem = RefProblem::of(backend, &error);
+            assert_eq!(problem.reason, reason, "{error}");
+            assert_eq!(problem.message, error.to_string());
+        }
+    }
+
+    #[test]
+    fn statuses_come_from_generations_problems_and_tls_errors() {
+        let mut catalog = catalog();
+        let generations: BTreeMap<ObjectKey, i64> = [
+            (ObjectKey::new("demo", "api"), 4),
+            (ObjectKey::new("demo", "broken"), 7),
+        ]
+        .into();
+        // A problem of another source's object is not matched to anything.
+        catalog.problems.push(Problem {
+            file: PathBuf::from("elsewhere.yaml"),
+            object: Some("XBackend other/x".into()),
+            field: None,
+            message: "nope".into(),
+        });
+        let error = TlsConfigError::MissingObject {
+            object: "ConfigMap demo/api-ca".into(),
+        };
+        let statuses = object_statuses(&generations, &catalog, |key| {
+            (key.name == "api").then_some(Err(&error))
+        });
+        assert_eq!(statuses.len(), 2);
+        let api = &statuses[0];
+        assert_eq!((api.key.name.as_str(), api.generation), ("api", 4));
+        assert_eq!(api.accepted, Ok(()));
+        assert_eq!(
+            api.resolved_refs,
+            Err(RefProblem {
+                reason: "InvalidCACertificateRef",
+                message: "ConfigMap demo/api-ca (referenced by the Backend) does not exist".into(),
+            })
+        );
+        let broken = &statuses[1];
+        assert_eq!((broken.key.name.as_str(), broken.generation), ("broken", 7));
+        let message = broken.accepted.clone().expect_err("invalid");
+        assert!(message.starts_with("spec.port.port: "), "{message}");
+        assert!(!message.contains("stays in force"), "{message}");
+        assert_eq!(broken.resolved_refs, Ok(()));
+    }
+
+    #[test]
+    fn long_messages_are_cut_to_the_schema_limit() {
+        let long = "é".repeat(MAX_MESSAGE);
+        let cut = truncated(&long);
+        assert!(cut.len() <= MAX_MESSAGE && cut.ends_with("..."));
+        assert_eq!(truncated("short"), "short");
+    }
+
+    #[test]
+    fn times_are_whole_seconds_in_utc() {
+        let now = now();
+        assert_eq!(now.len(), "2024-01-01T00:00:00Z".len(), "{now}");
+        assert!(now.ends_with('Z'));
+    }
+}
