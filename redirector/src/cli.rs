@@ -76,6 +76,11 @@ pub struct RunArgs {
     #[arg(long, value_name = "PATH", requires = "kubernetes")]
     pub kubeconfig: Option<PathBuf>,
 
+    /// Namespace of the Lease that elects the one agent writing XBackend status
+    /// (--kubernetes).
+    #[arg(long, value_name = "NAMESPACE", default_value = crate::kubernetes::lease::DEFAULT_NAMESPACE)]
+    pub lease_namespace: String,
+
     /// This node's name (--kubernetes): only its pods are scoped.
     #[arg(long, env = "NODE_NAME", value_name = "NAME")]
     pub node_name: Option<String>,

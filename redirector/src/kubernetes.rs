@@ -23,12 +23,9 @@
 
 mod catalog;
 mod follow;
-// Used once run.rs spawns the StatusWriter (then remove this allow).
-#[allow(dead_code, reason = "wired into run.rs separately")]
 pub mod lease;
 mod pods;
 mod refs;
-#[allow(dead_code, reason = "wired into run.rs separately")]
 pub mod status;
 #[cfg(test)]
 mod tests;
@@ -93,6 +90,11 @@ impl KubeSource {
         tracing::info!(server = %config.cluster_url, "Kubernetes API server");
         let client = Client::try_from(config).map_err(KubeError::Client)?;
         Ok(Self { client })
+    }
+
+    /// The client, for the status writer.
+    pub fn client(&self) -> Client {
+        self.client.clone()
     }
 
     /// Runs until `shutdown`.

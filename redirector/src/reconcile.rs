@@ -26,6 +26,7 @@ use tokio_util::sync::CancellationToken;
 use crate::{
     backend::{Backend, Catalog, ObjectKey},
     datapath::{BackendMap, SyncStats},
+    kubernetes::status::{ObjectStatus, object_statuses},
     proxy::Shared,
     resolver::Resolver,
     status::{BackendStatus, StatusBoard},
@@ -83,6 +84,8 @@ pub struct Reconciler {
     metrics: Arc<ReconcileMetrics>,
     board: Arc<StatusBoard>,
     scoping: Scoping,
+    /// XBackend status for the Kubernetes status writer (`--kubernetes` only).
+    object_statuses: Option<tokio::sync::watch::Sender<Vec<ObjectStatus>>>,
 }
 
 impl Reconciler {
@@ -106,7 +109,18 @@ impl Reconciler {
             metrics,
             board,
             scoping,
+            object_statuses: None,
         }
+    }
+
+    /// Also publish every XBackend's status (validation and references) on `sender`,
+    /// for the status writer.
+    pub fn with_object_statuses(
+        mut self,
+        sender: tokio::sync::watch::Sender<Vec<ObjectStatus>>,
+    ) -> Self {
+        self.object_statuses = Some(sender);
+        self
     }
 
     /// Takes a new catalog: Backends added, changed and removed; an object that is now
@@ -273,6 +287,23 @@ impl Reconciler {
         *self.shared.table.write().unwrap_or_else(|p| p.into_inner()) = table.clone();
         let stats = self.map.sync(table.endpoints())?;
         self.board.publish(self.statuses(&table));
+        if let Some(sender) = &self.object_statuses {
+            let statuses = object_statuses(&self.catalog.generations, &self.catalog, |key| {
+                self.backends
+                    .contains_key(key)
+                    .then(|| match self.originations.get(key) {
+                        Some((_, Err(error))) => Err(error),
+                        _ => Ok(()),
+                    })
+            });
+            sender.send_if_modified(|current| {
+                let changed = *current != statuses;
+                if changed {
+                    *current = statuses;
+                }
+                changed
+            });
+        }
         self.metrics
             .map_entries
             .set(i64::try_from(stats.total).unwrap_or(i64::MAX));

@@ -15,14 +15,17 @@ use redirector_common::ProxyConfig;
 use tokio_util::sync::CancellationToken;
 
 use prometheus_client::registry::Registry;
-use tokio::sync::mpsc;
+use tokio::{sync::mpsc, task::JoinHandle};
 
 use crate::{
     admin::{self, Admin, Readiness},
     backend::{self, Catalog},
     cli::{BackendScope, RunArgs},
     datapath::{self, Attachment, Datapath, MapSizes, PinLayout, endpoint},
-    kubernetes::KubeSource,
+    kubernetes::{
+        KubeSource,
+        status::{ObjectStatus, StatusWriter},
+    },
     proxy::{self, ConnectionLimits, Shared, Stats},
     reconcile::{DnsSettings, ReconcileMetrics, Reconciler},
     resolver::Resolver,
@@ -51,9 +54,10 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let resolver = Resolver::from_system()?;
     let shutdown = CancellationToken::new();
     let (pods_tx, pods_rx) = tokio::sync::watch::channel(Pods::new());
+    let (status_tx, status_rx) = tokio::sync::watch::channel(Vec::new());
     // The first sync may wait for an API server that is down: a signal must still stop us.
-    let (catalog, catalogs_rx) = tokio::select! {
-        started = start_source(&args, pods_tx, &shutdown) => started?,
+    let (catalog, catalogs_rx, status_writer) = tokio::select! {
+        started = start_source(&args, pods_tx, status_rx, &shutdown) => started?,
         () = signals.wait() => {
             shutdown.cancel();
             return Ok(());
@@ -121,6 +125,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         board,
         scoping,
     );
+    if status_writer.is_some() {
+        reconciler = reconciler.with_object_statuses(status_tx);
+    }
     if scoping == Scoping::Namespace {
         // Ready only once this node's pods are mapped: until then their namespace's
         // Backends would not apply to them.
@@ -169,6 +176,10 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let cut = server.await.context("proxy task")?;
     let _ = admin_task.await;
     let _ = reconciling.await;
+    if let Some(writer) = status_writer {
+        // Releases the status Lease, so another agent takes over at once.
+        let _ = writer.await;
+    }
     let (forwarded, refused) = shared.stats.totals();
     tracing::info!(forwarded, refused, cut_by_drain_timeout = cut, "stopped");
     Ok(())
@@ -178,8 +189,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
 async fn start_source(
     args: &RunArgs,
     pods: tokio::sync::watch::Sender<Pods>,
+    statuses: tokio::sync::watch::Receiver<Vec<ObjectStatus>>,
     shutdown: &CancellationToken,
-) -> anyhow::Result<(Catalog, mpsc::Receiver<Catalog>)> {
+) -> anyhow::Result<(Catalog, mpsc::Receiver<Catalog>, Option<JoinHandle<()>>)> {
     let (catalogs_tx, mut catalogs_rx) = mpsc::channel(1);
     if args.kubernetes {
         let node = args
@@ -189,18 +201,25 @@ async fn start_source(
         let source = KubeSource::connect(args.kubeconfig.as_deref())
             .await
             .context("connecting to the Kubernetes API")?;
+        let writer = StatusWriter::spawn(
+            source.client(),
+            node.clone(),
+            args.lease_namespace.clone(),
+            statuses,
+            shutdown.clone(),
+        );
         source.spawn(node, catalogs_tx, pods, shutdown.clone());
         tracing::info!("waiting for the initial sync with the Kubernetes API");
         let first = catalogs_rx
             .recv()
             .await
             .context("the Kubernetes source stopped before its initial sync")?;
-        return Ok((first, catalogs_rx));
+        return Ok((first, catalogs_rx, Some(writer)));
     }
     // Watch first, then load: a change made in between is reloaded, never missed.
     watch::spawn(args.backends.clone(), catalogs_tx, shutdown.clone())
         .context("watching the Backend directories")?;
-    Ok((backend::load(&args.backends)?, catalogs_rx))
+    Ok((backend::load(&args.backends)?, catalogs_rx, None))
 }
 
 fn proxy_config(addrs: &[SocketAddr]) -> anyhow::Result<ProxyConfig> {

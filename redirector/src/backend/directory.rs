@@ -39,6 +39,9 @@ pub struct Catalog {
     /// The file each valid Backend came from (so a file that stops parsing as a whole
     /// can keep its Backends' last good versions).
     pub origins: BTreeMap<ObjectKey, PathBuf>,
+    /// `metadata.generation` of every XBackend, valid or not (Kubernetes source only;
+    /// empty for directories): the `observedGeneration` of its status.
+    pub generations: BTreeMap<ObjectKey, i64>,
 }
 
 /// One thing that could not be loaded, located as precisely as is known.
@@ -190,6 +193,7 @@ impl Loader {
             config_maps: self.config_maps,
             secrets: self.secrets,
             origins: self.origins,
+            generations: BTreeMap::new(),
         }
     }
 

@@ -176,6 +176,8 @@ impl State {
         let mut present = BTreeSet::new();
         for object in &objects {
             let key = xbackends::key(object);
+            let generation = object.metadata.generation.unwrap_or(0);
+            catalog.generations.insert(key.clone(), generation);
             match xbackends::load(object) {
                 Ok(backend) => {
                     catalog.origins.insert(key.clone(), xbackends::origin(&key));

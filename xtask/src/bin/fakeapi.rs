@@ -10,7 +10,8 @@
 //! that does not parse keeps its last version.
 //!
 //! Served: XBackends (`apis/gateway.networking.x-k8s.io/v1alpha1`), ConfigMaps, Secrets
-//! and Pods (`api/v1`), all-namespaces and namespaced collections and single objects:
+//! and Pods (`api/v1`), Leases (`apis/coordination.k8s.io/v1`), all-namespaces and
+//! namespaced collections and single objects:
 //! - list: `{"kind":"XBackendList","metadata":{"resourceVersion":"N"},"items":[...]}`,
 //!   with `limit`/`continue`, `fieldSelector` (`metadata.name`, `metadata.namespace`,
 //!   `spec.nodeName` for pods, `=`, `==`, `!=`), `labelSelector`, and metadata-only
@@ -24,8 +25,18 @@
 //! - a too-old resourceVersion: `ERROR` event with code 410 (as API servers answer
 //!   watches), or HTTP 410 (lists with `resourceVersionMatch=Exact`, an expired
 //!   `continue`, and watches after `.gone` containing `http`);
-//! - `PATCH .../xbackends/NAME/status`: printed as a JSON line (`{"method":"PATCH",..}`),
-//!   answered 200 with the object and the patch's `status`; nothing is stored.
+//! - `PATCH .../NAME/status` (server-side apply of XBackend status): printed as a JSON
+//!   line (`{"method":"PATCH",..,"code":200}`); the top-level fields of the body's
+//!   `status` replace the stored ones (`status.parents` is an atomic list), a
+//!   `metadata.resourceVersion` in the body is a precondition (409 `Conflict` when
+//!   stale), and a change bumps the resourceVersion and sends `MODIFIED` (no generation
+//!   change), as a real API server does. The answer and later reads show the status;
+//!   it survives changes of the object's file;
+//! - Leases (`apis/coordination.k8s.io/v1`, also any other resource above): `POST` to a
+//!   namespaced collection creates (409 `AlreadyExists` if it exists), `PUT` to an
+//!   object replaces it (404 if absent; 409 `Conflict` if the body's resourceVersion is
+//!   not the current one, unconditional without one). Objects created this way are not
+//!   removed by changes of the state files.
 //!
 //! Control files in DIR:
 //! - `.gone` (consumed): every resourceVersion issued so far expires; open watches get a
@@ -36,7 +47,9 @@
 //!
 //! Prints (stdout, one line each, for tests to wait on): `listening ADDR` once bound,
 //! `list PATH?QUERY`, `watch PATH?QUERY`, `get PATH`, `event TYPE PLURAL NS/NAME rv=N`,
-//! `gone rv=N mode=..`, `down ..`, `up`, `error ..`, and the PATCH JSON lines.
+//! `create PATH/NAME rv=N [holder=H]`, `update PATH rv=N [holder=H]` (`holder=` for a
+//! Lease: its `spec.holderIdentity`, `-` when released), `refused create|update PATH
+//! REASON`, `gone rv=N mode=..`, `down ..`, `up`, `error ..`, and the PATCH JSON lines.
 
 #[path = "fakeapi/http.rs"]
 mod http;
@@ -58,7 +71,7 @@ use std::{
 
 use http::Request;
 use serde_json::{Value, json};
-use world::{Down, GoneMode, RESOURCES, Term, World};
+use world::{Down, GoneMode, RESOURCES, Term, World, WriteError};
 
 /// How often the directory is read again.
 const POLL: Duration = Duration::from_millis(50);
@@ -220,6 +233,12 @@ fn handle(shared: &Shared, mut stream: TcpStream) -> std::io::Result<()> {
                     Some(object) => http::respond(&mut stream, 200, &object),
                     None => not_found(&mut stream, plural, name),
                 }
+            }
+            ("POST", ["namespaces", ns, p]) if *p == plural => {
+                create(shared, &mut stream, &request, index, ns)
+            }
+            ("PUT", ["namespaces", ns, p, name]) if *p == plural => {
+                update(shared, &mut stream, &request, (index, ns, name))
             }
             ("PATCH", ["namespaces", ns, p, name, "status"]) if *p == plural => {
                 patch_status(shared, &mut stream, &request, (index, ns, name))
@@ -490,32 +509,148 @@ fn watch(
     }
 }
 
+/// The request body as JSON (or as a JSON string when it is not JSON).
+fn body_json(request: &Request) -> Value {
+    serde_json::from_slice(&request.body)
+        .unwrap_or_else(|_| json!(String::from_utf8_lossy(&request.body)))
+}
+
+/// A refused write as the API server answers it.
+fn refuse(
+    stream: &mut TcpStream,
+    error: &WriteError,
+    plural: &str,
+    name: &str,
+) -> std::io::Result<()> {
+    match error {
+        WriteError::NotFound => not_found(stream, plural, name),
+        WriteError::AlreadyExists => {
+            let message = format!("{plural} \"{name}\" already exists");
+            http::respond(stream, 409, &http::status(409, "AlreadyExists", &message))
+        }
+        WriteError::Conflict { sent, current } => {
+            let message = format!(
+                "Operation cannot be fulfilled on {plural} \"{name}\": the object has been \
+                 modified; please apply your changes to the latest version and try again \
+                 (resourceVersion {sent}, current {current})"
+            );
+            http::respond(stream, 409, &http::status(409, "Conflict", &message))
+        }
+        WriteError::BadRequest(message) => {
+            http::respond(stream, 400, &http::status(400, "BadRequest", message))
+        }
+    }
+}
+
+/// What a write request is about, for the request log: a Lease's holder (`-` when
+/// nobody holds it).
+fn detail(object: &Value) -> String {
+    if object["kind"] != "Lease" {
+        return String::new();
+    }
+    match object["spec"]["holderIdentity"].as_str() {
+        Some(holder) if !holder.is_empty() => format!(" holder={holder}"),
+        _ => " holder=-".to_owned(),
+    }
+}
+
+/// `POST` (create). Prints `create PATH/NAME rv=N [holder=H]`, or
+/// `refused create PATH/NAME ..` with the reason.
+fn create(
+    shared: &Shared,
+    stream: &mut TcpStream,
+    request: &Request,
+    resource: usize,
+    namespace: &str,
+) -> std::io::Result<()> {
+    let body = body_json(request);
+    let name = body["metadata"]["name"].as_str().unwrap_or("").to_owned();
+    let path = format!("{}/{name}", request.path);
+    let created = shared.world().create(resource, namespace, body.clone());
+    match created {
+        Ok((object, event)) => {
+            let rv = object["metadata"]["resourceVersion"].as_str().unwrap_or("");
+            say(&format!("create {path} rv={rv}{}", detail(&object)));
+            say(&event);
+            shared.changed.notify_all();
+            http::respond(stream, 201, &object)
+        }
+        Err(error) => {
+            say(&format!("refused create {path} {error:?}{}", detail(&body)));
+            refuse(stream, &error, RESOURCES[resource].plural, &name)
+        }
+    }
+}
+
+/// `PUT` (update, with the resourceVersion as precondition). Prints
+/// `update PATH rv=N [holder=H]`, or `refused update PATH ..` with the reason.
+fn update(
+    shared: &Shared,
+    stream: &mut TcpStream,
+    request: &Request,
+    (resource, namespace, name): (usize, &str, &str),
+) -> std::io::Result<()> {
+    let body = body_json(request);
+    let key = (resource, namespace.to_owned(), name.to_owned());
+    let updated = shared.world().update(&key, body.clone());
+    match updated {
+        Ok((object, event)) => {
+            let rv = object["metadata"]["resourceVersion"].as_str().unwrap_or("");
+            say(&format!(
+                "update {} rv={rv}{}",
+                request.path,
+                detail(&object)
+            ));
+            say(&event);
+            shared.changed.notify_all();
+            http::respond(stream, 200, &object)
+        }
+        Err(error) => {
+            say(&format!(
+                "refused update {} {error:?}{}",
+                request.path,
+                detail(&body)
+            ));
+            refuse(stream, &error, RESOURCES[resource].plural, name)
+        }
+    }
+}
+
+/// `PATCH .../status`: applied to the stored object (see [`world::World::patch_status`])
+/// and printed as a JSON line with the answer's `code`.
 fn patch_status(
     shared: &Shared,
     stream: &mut TcpStream,
     request: &Request,
     (resource, namespace, name): (usize, &str, &str),
 ) -> std::io::Result<()> {
-    let body: Value = serde_json::from_slice(&request.body)
-        .unwrap_or_else(|_| json!(String::from_utf8_lossy(&request.body)));
+    let body = body_json(request);
+    let key = (resource, namespace.to_owned(), name.to_owned());
+    let patched = shared.world().patch_status(&key, &body);
+    let code = match &patched {
+        Ok(_) => 200,
+        Err(WriteError::NotFound) => 404,
+        Err(WriteError::BadRequest(_)) => 400,
+        Err(_) => 409,
+    };
     let record = json!({
         "method": "PATCH",
         "path": request.path,
         "query": request.query,
         "contentType": request.headers.get("content-type"),
         "body": body,
+        "code": code,
     });
     say(&record.to_string());
-    let key = (resource, namespace.to_owned(), name.to_owned());
-    let object = shared.world().objects.get(&key).cloned();
-    match object {
-        Some(mut object) => {
-            if let Some(status) = body.get("status") {
-                object["status"] = status.clone();
+    match patched {
+        Ok((object, event)) => {
+            if let Some(event) = event {
+                say(&event);
+                shared.changed.notify_all();
             }
             http::respond(stream, 200, &object)
         }
-        None => not_found(stream, RESOURCES[resource].plural, name),
+        Err(error) => refuse(stream, &error, RESOURCES[resource].plural, name),
     }
 }
 

@@ -130,25 +130,48 @@ pub mod fakeapi {
         /// Starts it in `netns` holding the objects of `yaml` (as `initial`, see
         /// [`FakeApi::apply`]) and waits until it listens.
         pub fn start(netns: &Netns, yaml: &str) -> FakeApi {
+            FakeApi::start_on(netns, yaml, API_ADDR)
+        }
+
+        /// [`FakeApi::start`] listening on `bind` instead of [`API_ADDR`]: `0.0.0.0:6443`
+        /// also serves agents of other nodes linked to `netns` (see
+        /// [`FakeApi::agent_args_via`]). [`FakeApi::kubeconfig`] still says 127.0.0.1.
+        pub fn start_on(netns: &Netns, yaml: &str, bind: &str) -> FakeApi {
             let dir = tempfile::tempdir().expect("fakeapi dir");
             let state = dir.path().join("state");
             std::fs::create_dir(&state).expect("state dir");
             let text = serde_json::to_string_pretty(&documents(yaml)).expect("JSON");
             write_atomically(&state, "initial.json", &text);
-            let kubeconfig = format!(
-                "apiVersion: v1\nkind: Config\ncurrent-context: fake\n\
-                 clusters: [{{name: fake, cluster: {{server: \"http://{API_ADDR}\"}}}}]\n\
-                 users: [{{name: fake, user: {{}}}}]\n\
-                 contexts: [{{name: fake, context: {{cluster: fake, user: fake}}}}]\n"
-            );
-            std::fs::write(dir.path().join("kubeconfig"), kubeconfig).expect("kubeconfig");
+            let local = match bind.parse::<std::net::SocketAddr>() {
+                Ok(addr) if addr.ip().is_unspecified() => format!("127.0.0.1:{}", addr.port()),
+                _ => bind.to_owned(),
+            };
+            write_kubeconfig(&dir.path().join("kubeconfig"), &local);
             let mut command = netns.exec(FAKEAPI);
-            command.arg(API_ADDR).arg(dir.path().join("state"));
+            command.arg(bind).arg(dir.path().join("state"));
             let mut child = ChildGuard::spawn("fakeapi", &mut command).expect("start fakeapi");
             child
                 .wait_for_line("listening", PROBE_TIMEOUT)
                 .expect("fakeapi listens");
             FakeApi { child, dir }
+        }
+
+        /// A kubeconfig whose server is `http://{server}` (`IP:PORT`).
+        pub fn kubeconfig_via(&self, server: &str) -> PathBuf {
+            let path = (self.dir.path()).join(format!("kubeconfig-{}", server.replace(':', "-")));
+            write_kubeconfig(&path, server);
+            path
+        }
+
+        /// [`FakeApi::agent_args`] for an agent that reaches the server at `server`.
+        pub fn agent_args_via(&self, node: &str, server: &str) -> Vec<String> {
+            vec![
+                "--kubernetes".to_owned(),
+                "--kubeconfig".to_owned(),
+                self.kubeconfig_via(server).display().to_string(),
+                "--node-name".to_owned(),
+                node.to_owned(),
+            ]
         }
 
         pub fn state_dir(&self) -> PathBuf {
@@ -233,10 +256,50 @@ pub mod fakeapi {
             }
         }
 
+        /// [`FakeApi::wait_for`] with its own timeout (a Lease expiry takes longer than
+        /// the default).
+        pub fn wait_for_within(&mut self, needle: &str, timeout: std::time::Duration) -> String {
+            self.child
+                .wait_for_line(needle, timeout)
+                .expect("fakeapi line")
+        }
+
         /// Everything it printed so far.
         pub fn lines(&self) -> Vec<String> {
             self.child.lines(xtask::netlab::Stream::Stdout)
         }
+
+        /// The status PATCHes it answered 200 so far, in order: the JSON lines
+        /// (`path`, `query`, `contentType`, `body`, `code`).
+        pub fn status_patches(&self) -> Vec<Value> {
+            (self.lines().iter())
+                .filter(|l| l.starts_with("{\"") && l.contains("\"PATCH\""))
+                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                .filter(|p| p["method"] == "PATCH" && p["code"] == 200)
+                .collect()
+        }
+
+        /// Waits until more than `before` status PATCHes were answered 200; returns the
+        /// ones after the first `before`.
+        pub fn wait_for_status_patches(&mut self, before: usize) -> Vec<Value> {
+            loop {
+                let patches = self.status_patches();
+                if patches.len() > before {
+                    return patches[before..].to_vec();
+                }
+                self.wait_for("\"method\":\"PATCH\"");
+            }
+        }
+    }
+
+    fn write_kubeconfig(path: &Path, server: &str) {
+        let kubeconfig = format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: fake\n\
+             clusters: [{{name: fake, cluster: {{server: \"http://{server}\"}}}}]\n\
+             users: [{{name: fake, user: {{}}}}]\n\
+             contexts: [{{name: fake, context: {{cluster: fake, user: fake}}}}]\n"
+        );
+        std::fs::write(path, kubeconfig).expect("kubeconfig");
     }
 
     /// The documents of a multi-document YAML text, as JSON values.

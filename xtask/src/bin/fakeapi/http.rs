@@ -170,9 +170,11 @@ pub fn end_stream(stream: &mut TcpStream) -> std::io::Result<()> {
 fn reason(code: u16) -> &'static str {
     match code {
         200 => "OK",
+        201 => "Created",
         400 => "Bad Request",
         404 => "Not Found",
         405 => "Method Not Allowed",
+        409 => "Conflict",
         410 => "Gone",
         503 => "Service Unavailable",
         _ => "Unknown",

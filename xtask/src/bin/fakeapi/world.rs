@@ -22,7 +22,7 @@ pub struct Resource {
     pub fields: &'static [&'static str],
 }
 
-pub const RESOURCES: [Resource; 4] = [
+pub const RESOURCES: [Resource; 5] = [
     Resource {
         prefix: "apis/gateway.networking.x-k8s.io/v1alpha1",
         plural: "xbackends",
@@ -51,7 +51,27 @@ pub const RESOURCES: [Resource; 4] = [
         api_version: "v1",
         fields: &["spec.nodeName", "status.phase", "spec.serviceAccountName"],
     },
+    Resource {
+        prefix: "apis/coordination.k8s.io/v1",
+        plural: "leases",
+        kind: "Lease",
+        api_version: "coordination.k8s.io/v1",
+        fields: &[],
+    },
 ];
+
+/// Why a write through the API was refused.
+#[derive(Debug)]
+pub enum WriteError {
+    /// 404.
+    NotFound,
+    /// 409 `AlreadyExists` (create).
+    AlreadyExists,
+    /// 409 `Conflict`: the request's resourceVersion is not the object's.
+    Conflict { sent: String, current: String },
+    /// 400.
+    BadRequest(String),
+}
 
 /// Resource index, namespace, name.
 pub type Key = (usize, String, String);
@@ -96,6 +116,8 @@ pub struct World {
     pub objects: BTreeMap<Key, Value>,
     uids: BTreeMap<Key, String>,
     generations: BTreeMap<Key, (i64, Value)>,
+    /// `status` written through the status subresource, kept across spec changes.
+    statuses: BTreeMap<Key, Value>,
     pub history: VecDeque<Event>,
     /// resourceVersions below this are expired (410).
     pub expired_below: u64,
@@ -116,6 +138,7 @@ impl World {
             objects: BTreeMap::new(),
             uids: BTreeMap::new(),
             generations: BTreeMap::new(),
+            statuses: BTreeMap::new(),
             history: VecDeque::new(),
             expired_below: 0,
             gone_mode: GoneMode::Event,
@@ -223,6 +246,7 @@ impl World {
         for key in removed {
             self.rv += 1;
             self.raw.remove(&key);
+            self.statuses.remove(&key);
             if let Some(mut object) = self.objects.remove(&key) {
                 object["metadata"]["resourceVersion"] = json!(self.rv.to_string());
                 said.push(self.record(&key, "DELETED", object));
@@ -296,7 +320,95 @@ impl World {
         if let Some(generation) = generation {
             metadata["generation"] = json!(generation);
         }
+        if let Some(status) = self.statuses.get(key) {
+            value["status"] = status.clone();
+        }
         value
+    }
+
+    /// `POST` of `body` into the collection `resource`/`namespace`: the created object,
+    /// and the line to print.
+    pub fn create(
+        &mut self,
+        resource: usize,
+        namespace: &str,
+        body: Value,
+    ) -> Result<(Value, String), WriteError> {
+        let name = body["metadata"]["name"]
+            .as_str()
+            .filter(|n| !n.is_empty())
+            .ok_or_else(|| WriteError::BadRequest("metadata.name is required".to_owned()))?
+            .to_owned();
+        let key = (resource, namespace.to_owned(), name);
+        if self.objects.contains_key(&key) {
+            return Err(WriteError::AlreadyExists);
+        }
+        let mut value = body;
+        value["metadata"]["namespace"] = json!(namespace);
+        self.rv += 1;
+        let served = self.serve(&key, value);
+        self.objects.insert(key.clone(), served.clone());
+        let line = self.record(&key, "ADDED", served.clone());
+        Ok((served, line))
+    }
+
+    /// `PUT` of `body` over the object `key`: refused with 409 when the body carries a
+    /// resourceVersion that is not the object's (no resourceVersion: unconditional).
+    pub fn update(&mut self, key: &Key, body: Value) -> Result<(Value, String), WriteError> {
+        let current = self.objects.get(key).ok_or(WriteError::NotFound)?;
+        check_version(current, &body)?;
+        let mut value = body;
+        value["metadata"]["namespace"] = json!(key.1);
+        value["metadata"]["name"] = json!(key.2);
+        self.rv += 1;
+        let served = self.serve(key, value);
+        self.objects.insert(key.clone(), served.clone());
+        let line = self.record(key, "MODIFIED", served.clone());
+        Ok((served, line))
+    }
+
+    /// A `PATCH` of the status subresource: the top-level fields of `body.status`
+    /// replace the stored ones (`status.parents` is an atomic list, so a server-side
+    /// apply replaces it whole). `metadata.resourceVersion` in the body is a
+    /// precondition. A patch that changes nothing changes no resourceVersion.
+    pub fn patch_status(
+        &mut self,
+        key: &Key,
+        body: &Value,
+    ) -> Result<(Value, Option<String>), WriteError> {
+        let current = self.objects.get(key).ok_or(WriteError::NotFound)?;
+        check_version(current, body)?;
+        let mut status = current.get("status").cloned().unwrap_or_else(|| json!({}));
+        if let (Some(fields), Value::Object(stored)) = (body["status"].as_object(), &mut status) {
+            for (field, value) in fields {
+                stored.insert(field.clone(), value.clone());
+            }
+        }
+        if current.get("status") == Some(&status) {
+            return Ok((current.clone(), None));
+        }
+        self.statuses.insert(key.clone(), status.clone());
+        self.rv += 1;
+        let mut object = current.clone();
+        object["status"] = status;
+        object["metadata"]["resourceVersion"] = json!(self.rv.to_string());
+        self.objects.insert(key.clone(), object.clone());
+        let line = self.record(key, "MODIFIED", object.clone());
+        Ok((object, Some(line)))
+    }
+}
+
+/// A write's `metadata.resourceVersion`, if it has one, must be the object's.
+fn check_version(current: &Value, body: &Value) -> Result<(), WriteError> {
+    let current = current["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap_or("");
+    match body["metadata"]["resourceVersion"].as_str() {
+        Some(sent) if !sent.is_empty() && sent != current => Err(WriteError::Conflict {
+            sent: sent.to_owned(),
+            current: current.to_owned(),
+        }),
+        _ => Ok(()),
     }
 }
 
