@@ -128,15 +128,18 @@ impl ChildGuard {
         let deadline = Instant::now() + timeout;
         let shared = self.shared.clone();
         let mut captured = shared.lock();
+        // Lines before `scanned` were already searched during this wait: each wake-up
+        // looks only at new lines, so a chatty child cannot make the wait quadratic.
+        let mut scanned = self.cursor[i].min(captured.lines[i].len());
         loop {
-            let start = self.cursor[i].min(captured.lines[i].len());
-            if let Some(pos) = captured.lines[i][start..]
+            if let Some(pos) = captured.lines[i][scanned..]
                 .iter()
                 .position(|l| l.contains(needle))
             {
-                self.cursor[i] = start + pos + 1;
-                return Ok(captured.lines[i][start + pos].clone());
+                self.cursor[i] = scanned + pos + 1;
+                return Ok(captured.lines[i][scanned + pos].clone());
             }
+            scanned = captured.lines[i].len();
             let why = if captured.eof[i] {
                 "its output ended"
             } else if Instant::now() >= deadline {
