@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use support::{Bed, PROBE};
 use xtask::netlab::{
-    ChildGuard, EXT_V4, NODE_EXT_V4, POD_V4,
+    ChildGuard, EXT_V4,
     agent::{Agent, AgentConfig},
     probe::ProbeServer,
 };
@@ -59,20 +59,6 @@ fn support_timeout() -> std::time::Duration {
     std::time::Duration::from_secs(15)
 }
 
-fn via_proxy(bed: &Bed, target: &str) -> bool {
-    let reply = bed.connect(target, &["-4"]);
-    assert!(reply.ok(), "{target}: {:?}", reply.json);
-    let seen = reply.seen_by_server().unwrap_or_default().to_owned();
-    if seen.starts_with(&format!("{NODE_EXT_V4}:")) {
-        return true;
-    }
-    assert!(
-        seen.starts_with(&format!("{POD_V4}:")),
-        "{target}: server saw {seen}"
-    );
-    false
-}
-
 fn agent(bed: &Bed) -> Agent {
     let mut config: AgentConfig = bed.config();
     config.extra_args = ["--dns-min-ttl", "1s", "--dns-grace", "3s"]
@@ -101,20 +87,20 @@ fn answers_move_by_ttl_and_old_addresses_linger_for_the_grace_period() {
         "{}",
         agent.ready_line
     );
-    assert!(via_proxy(&bed, &format!("{EXT_V4}:8080")));
-    assert!(!via_proxy(&bed, &format!("{SECOND_V4}:8080")));
+    assert!(bed.via_proxy(&format!("{EXT_V4}:8080")));
+    assert!(!bed.via_proxy(&format!("{SECOND_V4}:8080")));
 
     dns.set(&format!("dyn.redirector.test 1 {SECOND_V4}\n"));
     agent.wait_for_log("added=1").expect("new address added");
-    assert!(via_proxy(&bed, &format!("{SECOND_V4}:8080")));
+    assert!(bed.via_proxy(&format!("{SECOND_V4}:8080")));
     // Gone from DNS, but within the grace period: still redirected.
-    assert!(via_proxy(&bed, &format!("{EXT_V4}:8080")));
+    assert!(bed.via_proxy(&format!("{EXT_V4}:8080")));
 
     agent
         .wait_for_log("removed=1")
         .expect("old address expired");
-    assert!(!via_proxy(&bed, &format!("{EXT_V4}:8080")));
-    assert!(via_proxy(&bed, &format!("{SECOND_V4}:8080")));
+    assert!(!bed.via_proxy(&format!("{EXT_V4}:8080")));
+    assert!(bed.via_proxy(&format!("{SECOND_V4}:8080")));
     drop(dns.server);
 }
 
@@ -132,7 +118,7 @@ fn resolution_failures_keep_the_last_good_addresses() {
     agent
         .wait_for_log("keeping the last good addresses")
         .expect("second failure");
-    assert!(via_proxy(&bed, &format!("{EXT_V4}:8080")));
+    assert!(bed.via_proxy(&format!("{EXT_V4}:8080")));
     dns.server
         .wait_for_line("query dyn.redirector.test", support_timeout())
         .expect("queried");

@@ -7,7 +7,7 @@ mod support;
 use std::path::Path;
 
 use support::{Bed, ECHO_BACKEND, PROBE};
-use xtask::netlab::{NODE_EXT_V4, POD_V4, agent::Agent, probe::ProbeServer};
+use xtask::netlab::{agent::Agent, probe::ProbeServer};
 
 const OTHER_BACKEND: &str = r#"
 apiVersion: gateway.networking.x-k8s.io/v1alpha1
@@ -18,21 +18,6 @@ spec:
   externalHostname: {hostname: other.redirector.test}
   port: {port: 9090}
 "#;
-
-fn via_proxy(bed: &Bed, target: &str) -> bool {
-    let reply = bed.connect(target, &["-4"]);
-    assert!(reply.ok(), "{target}: {:?}", reply.json);
-    let seen = reply.seen_by_server().unwrap_or_default().to_owned();
-    if seen.starts_with(&format!("{NODE_EXT_V4}:")) {
-        true
-    } else {
-        assert!(
-            seen.starts_with(&format!("{POD_V4}:")),
-            "{target}: server saw {seen}"
-        );
-        false
-    }
-}
 
 /// Writes `text` to `dir/name` the way editors do: a temporary file renamed over it.
 fn replace(dir: &Path, name: &str, text: &str) {
@@ -56,19 +41,19 @@ fn backends_added_and_removed_without_restart() {
         ProbeServer::start(PROBE.as_ref(), &bed.topo.ext, "[::]:9090").expect("server");
     let mut agent = bed.agent();
     assert!(
-        !via_proxy(&bed, "other.redirector.test:9090"),
+        !bed.via_proxy("other.redirector.test:9090"),
         "not declared yet"
     );
 
     std::fs::write(bed.backends.path().join("other.yaml"), OTHER_BACKEND).expect("write");
     wait_for_map_update(&mut agent, "added=2");
-    assert!(via_proxy(&bed, "other.redirector.test:9090"));
+    assert!(bed.via_proxy("other.redirector.test:9090"));
 
     std::fs::remove_file(bed.backends.path().join("other.yaml")).expect("remove");
     wait_for_map_update(&mut agent, "removed=2");
-    assert!(!via_proxy(&bed, "other.redirector.test:9090"));
+    assert!(!bed.via_proxy("other.redirector.test:9090"));
     assert!(
-        via_proxy(&bed, "echo.redirector.test:8080"),
+        bed.via_proxy("echo.redirector.test:8080"),
         "the untouched Backend stays"
     );
 }
@@ -83,8 +68,8 @@ fn editor_style_replace_and_rename_are_picked_up() {
     let moved = ECHO_BACKEND.replace("port: 8080", "port: 9090");
     replace(bed.backends.path(), "backends.yaml", &moved);
     wait_for_map_update(&mut agent, "removed=2");
-    assert!(via_proxy(&bed, "echo.redirector.test:9090"));
-    assert!(!via_proxy(&bed, "echo.redirector.test:8080"));
+    assert!(bed.via_proxy("echo.redirector.test:9090"));
+    assert!(!bed.via_proxy("echo.redirector.test:8080"));
 
     // A file renamed away from a YAML name is no longer read.
     std::fs::rename(
@@ -93,7 +78,7 @@ fn editor_style_replace_and_rename_are_picked_up() {
     )
     .expect("rename");
     wait_for_map_update(&mut agent, "removed=2");
-    assert!(!via_proxy(&bed, "echo.redirector.test:9090"));
+    assert!(!bed.via_proxy("echo.redirector.test:9090"));
 }
 
 #[test]
@@ -107,7 +92,7 @@ fn a_bad_edit_keeps_the_last_good_version() {
         .expect("kept");
     assert!(kept.contains("demo/echo"), "{kept}");
     assert!(
-        via_proxy(&bed, "echo.redirector.test:8080"),
+        bed.via_proxy("echo.redirector.test:8080"),
         "the last good version still applies"
     );
     let skipped = agent
@@ -130,7 +115,7 @@ fn a_file_that_no_longer_parses_keeps_its_backends() {
         .wait_for_log("keeping the last good version")
         .expect("kept");
     assert!(kept.contains("demo/echo"), "{kept}");
-    assert!(via_proxy(&bed, "echo.redirector.test:8080"));
+    assert!(bed.via_proxy("echo.redirector.test:8080"));
     // Fixing the file later is an ordinary update.
     replace(
         bed.backends.path(),

@@ -94,6 +94,22 @@ impl Bed {
         Agent::start(&self.topo, &self.config()).expect("agent")
     }
 
+    /// Connects from the pod over IPv4; true if the connection went through the proxy,
+    /// false if it went direct (anything else fails the test).
+    pub fn via_proxy(&self, target: &str) -> bool {
+        let reply = self.connect(target, &["-4"]);
+        assert!(reply.ok(), "{target}: {:?}", reply.json);
+        let seen = reply.seen_by_server().unwrap_or_default().to_owned();
+        if seen.starts_with(&format!("{}:", xtask::netlab::NODE_EXT_V4)) {
+            return true;
+        }
+        assert!(
+            seen.starts_with(&format!("{}:", xtask::netlab::POD_V4)),
+            "{target}: server saw {seen}"
+        );
+        false
+    }
+
     /// `netprobe connect TARGET --send hello` from the pod.
     pub fn connect(&self, target: &str, extra: &[&str]) -> Reply {
         probe::connect_from_pod(PROBE.as_ref(), &self.topo, target, "hello", extra)
