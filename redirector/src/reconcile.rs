@@ -7,6 +7,7 @@
 //! finish on the old settings) and the map is synced by diff.
 
 mod dns;
+mod rows;
 
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap},
@@ -29,7 +30,7 @@ use crate::{
     kubernetes::status::{ObjectStatus, object_statuses},
     proxy::Shared,
     resolver::Resolver,
-    status::{BackendStatus, StatusBoard},
+    status::StatusBoard,
     table::{BackendTable, Entry, Scoping},
     tls::{TlsConfigError, TlsInputs, TlsOrigination},
 };
@@ -286,7 +287,8 @@ impl Reconciler {
         // Table first: a connect redirected by a new map entry must find its Backend.
         *self.shared.table.write().unwrap_or_else(|p| p.into_inner()) = table.clone();
         let stats = self.map.sync(table.endpoints())?;
-        self.board.publish(self.statuses(&table));
+        self.board
+            .publish(rows::statuses(&table, &self.dns, &self.catalog.problems));
         if let Some(sender) = &self.object_statuses {
             let statuses = object_statuses(&self.catalog.generations, &self.catalog, |key| {
                 self.backends
@@ -317,61 +319,6 @@ impl Reconciler {
             );
         }
         Ok(stats)
-    }
-
-    /// Every Backend's state for `/backends`: the loaded ones from `table`, and objects
-    /// rejected without a last good version as `Invalid`.
-    fn statuses(&self, table: &BackendTable) -> Vec<BackendStatus> {
-        let mut statuses: BTreeMap<ObjectKey, BackendStatus> = BTreeMap::new();
-        for entry in table.entries() {
-            let backend = &entry.backend;
-            let (state, reason) = match (&entry.origination, entry.addresses.is_empty()) {
-                (Err(error), _) => ("RefError", Some(error.to_string())),
-                (Ok(_), true) => (
-                    "Resolving",
-                    self.dns.last_error(&backend.hostname).map(str::to_owned),
-                ),
-                (Ok(_), false) => ("Ready", None),
-            };
-            let tls = backend.tls.as_ref().map_or("none", |tls| tls.mode.as_str());
-            statuses.insert(
-                backend.key.clone(),
-                BackendStatus {
-                    name: backend.key.to_string(),
-                    state: state.to_owned(),
-                    reason,
-                    hostname: backend.hostname.clone(),
-                    port: backend.port,
-                    tls: tls.to_owned(),
-                    addresses: entry.addresses.iter().map(ToString::to_string).collect(),
-                    active_connections: 0,
-                },
-            );
-        }
-        for problem in &self.catalog.problems {
-            let Some(key) = problem_key(problem.object.as_deref()) else {
-                continue;
-            };
-            let status = statuses
-                .entry(key.clone())
-                .or_insert_with(|| BackendStatus {
-                    name: key.to_string(),
-                    state: "Invalid".to_owned(),
-                    reason: None,
-                    hostname: String::new(),
-                    port: 0,
-                    tls: String::new(),
-                    addresses: Vec::new(),
-                    active_connections: 0,
-                });
-            let what = problem.to_string();
-            status.reason = Some(if status.state == "Invalid" {
-                what
-            } else {
-                format!("last good version kept: {what}")
-            });
-        }
-        statuses.into_values().collect()
     }
 
     /// Follows catalog updates and DNS timers until `shutdown`.

@@ -1,0 +1,69 @@
+//! Rows of `/backends` (and `redirector status`): one per Backend, with its state.
+
+use std::collections::BTreeMap;
+
+use super::{dns::DnsCache, problem_key};
+use crate::{
+    backend::{ObjectKey, Problem},
+    status::BackendStatus,
+    table::BackendTable,
+};
+
+/// Every Backend's state for `/backends`: the loaded ones from `table`, and objects
+/// rejected without a last good version as `Invalid`.
+pub(super) fn statuses(
+    table: &BackendTable,
+    dns: &DnsCache,
+    problems: &[Problem],
+) -> Vec<BackendStatus> {
+    let mut statuses: BTreeMap<ObjectKey, BackendStatus> = BTreeMap::new();
+    for entry in table.entries() {
+        let backend = &entry.backend;
+        let (state, reason) = match (&entry.origination, entry.addresses.is_empty()) {
+            (Err(error), _) => ("RefError", Some(error.to_string())),
+            (Ok(_), true) => (
+                "Resolving",
+                dns.last_error(&backend.hostname).map(str::to_owned),
+            ),
+            (Ok(_), false) => ("Ready", None),
+        };
+        let tls = backend.tls.as_ref().map_or("none", |tls| tls.mode.as_str());
+        statuses.insert(
+            backend.key.clone(),
+            BackendStatus {
+                name: backend.key.to_string(),
+                state: state.to_owned(),
+                reason,
+                hostname: backend.hostname.clone(),
+                port: backend.port,
+                tls: tls.to_owned(),
+                addresses: entry.addresses.iter().map(ToString::to_string).collect(),
+                active_connections: 0,
+            },
+        );
+    }
+    for problem in problems {
+        let Some(key) = problem_key(problem.object.as_deref()) else {
+            continue;
+        };
+        let status = statuses
+            .entry(key.clone())
+            .or_insert_with(|| BackendStatus {
+                name: key.to_string(),
+                state: "Invalid".to_owned(),
+                reason: None,
+                hostname: String::new(),
+                port: 0,
+                tls: String::new(),
+                addresses: Vec::new(),
+                active_connections: 0,
+            });
+        let what = problem.to_string();
+        status.reason = Some(if status.state == "Invalid" {
+            what
+        } else {
+            format!("last good version kept: {what}")
+        });
+    }
+    statuses.into_values().collect()
+}
