@@ -137,7 +137,7 @@ impl Reconciler {
             tracing::warn!("skipped: {problem}");
             // An object that is now broken, or every Backend of a file that no longer
             // parses at all, keeps its last good version.
-            let broken: Vec<ObjectKey> = match problem_key(problem.object.as_deref()) {
+            let broken: Vec<ObjectKey> = match problem.xbackend_key() {
                 Some(key) => vec![key],
                 None => self.origins_in(&problem.file),
             };
@@ -350,10 +350,4 @@ impl Reconciler {
             }
         }
     }
-}
-
-/// `XBackend ns/name` in a problem -> the object's key.
-fn problem_key(object: Option<&str>) -> Option<ObjectKey> {
-    let (namespace, name) = object?.strip_prefix("XBackend ")?.split_once('/')?;
-    Some(ObjectKey::new(namespace, name))
 }

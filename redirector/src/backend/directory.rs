@@ -56,6 +56,14 @@ pub struct Problem {
 }
 
 impl Problem {
+    /// The XBackend this problem is about, when its label names one (`XBackend ns/name`).
+    pub fn xbackend_key(&self) -> Option<ObjectKey> {
+        let label = self.object.as_deref()?;
+        let rest = label.strip_prefix(model::KIND)?.strip_prefix(' ')?;
+        let (namespace, name) = rest.split_once('/')?;
+        Some(ObjectKey::new(namespace, name))
+    }
+
     fn file(file: &Path, message: impl Into<String>) -> Self {
         Self {
             file: file.to_path_buf(),

@@ -66,7 +66,7 @@ use super::{
     xbackends,
 };
 use crate::{
-    backend::{Backend, CaSource, Catalog, ObjectKey, ObjectRef, RefKind, constraints, model},
+    backend::{Backend, CaSource, Catalog, ObjectKey, constraints, model},
     tls::TlsConfigError,
 };
 
@@ -119,7 +119,7 @@ impl RefProblem {
         let tls = backend.tls.as_ref();
         let is_ca = |object: &str| {
             tls.is_some_and(|tls| match &tls.ca {
-                CaSource::Refs(refs) => refs.iter().any(|r| describe(r) == object),
+                CaSource::Refs(refs) => refs.iter().any(|r| r.to_string() == object),
                 CaSource::System => false,
             })
         };
@@ -158,15 +158,6 @@ impl RefProblem {
     }
 }
 
-/// `ConfigMap demo/api-ca`, as [`TlsConfigError`] names objects.
-fn describe(object: &ObjectRef) -> String {
-    let kind = match object.kind {
-        RefKind::ConfigMap => "ConfigMap",
-        RefKind::Secret => "Secret",
-    };
-    format!("{kind} {}", object.key)
-}
-
 /// The status of every XBackend of a catalog, for the writer.
 ///
 /// - `generations`: `metadata.generation` of every XBackend the catalog was built from
@@ -185,7 +176,7 @@ pub fn object_statuses<'a>(
     let keys: BTreeMap<ObjectKey, &ObjectKey> =
         generations.keys().map(|k| (k.clone(), k)).collect();
     for problem in &catalog.problems {
-        let Some(key) = problem_key(problem.object.as_deref()) else {
+        let Some(key) = problem.xbackend_key() else {
             continue;
         };
         let Some(key) = keys.get(&key) else {
@@ -225,13 +216,6 @@ pub fn object_statuses<'a>(
             }
         })
         .collect()
-}
-
-/// `XBackend ns/name` in a problem -> the object's key.
-fn problem_key(object: Option<&str>) -> Option<ObjectKey> {
-    let rest = object?.strip_prefix(model::KIND)?.strip_prefix(' ')?;
-    let (namespace, name) = rest.split_once('/')?;
-    Some(ObjectKey::new(namespace, name))
 }
 
 /// Gateway API `ParentReference`, as this controller fills it in.

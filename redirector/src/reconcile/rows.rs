@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{dns::DnsCache, problem_key};
+use super::dns::DnsCache;
 use crate::{
     backend::{ObjectKey, Problem},
     status::BackendStatus,
@@ -43,7 +43,7 @@ pub(super) fn statuses(
         );
     }
     for problem in problems {
-        let Some(key) = problem_key(problem.object.as_deref()) else {
+        let Some(key) = problem.xbackend_key() else {
             continue;
         };
         let status = statuses

@@ -29,10 +29,10 @@ pub fn lookup<'a>(
     };
     match data {
         None => Err(TlsConfigError::MissingObject {
-            object: describe(object),
+            object: object.to_string(),
         }),
         Some(None) => Err(TlsConfigError::MissingKey {
-            object: describe(object),
+            object: object.to_string(),
             key: key.to_owned(),
         }),
         Some(Some(bytes)) => Ok(bytes),
@@ -68,13 +68,4 @@ pub fn private_key(
         origin: source(),
         reason: error.to_string(),
     })
-}
-
-/// `ConfigMap demo/api-ca`, for messages.
-pub fn describe(object: &ObjectRef) -> String {
-    let kind = match object.kind {
-        RefKind::ConfigMap => "ConfigMap",
-        RefKind::Secret => "Secret",
-    };
-    format!("{kind} {}", object.key)
 }

@@ -113,7 +113,7 @@ fn build(
         .with_custom_certificate_verifier(Arc::new(verifier));
     let mut config = match (&tls.mode, &tls.client_certificate) {
         (TlsMode::ClientAndServer, Some(secret)) => {
-            let source = || material::describe(secret);
+            let source = || secret.to_string();
             let chain = material::certificates(
                 material::lookup(catalog, secret, material::CERT_KEY)?,
                 source,
@@ -145,8 +145,7 @@ fn roots(tls: &BackendTls, catalog: &Catalog) -> Result<Arc<RootCertStore>, TlsC
         CaSource::Refs(refs) => {
             for reference in refs {
                 let pem = material::lookup(catalog, reference, material::CA_KEY)?;
-                let source =
-                    || format!("{} key {}", material::describe(reference), material::CA_KEY);
+                let source = || format!("{} key {}", reference, material::CA_KEY);
                 for certificate in material::certificates(pem, source)? {
                     roots
                         .add(certificate)

@@ -159,6 +159,17 @@ pub struct ObjectRef {
     pub key: ObjectKey,
 }
 
+/// `ConfigMap demo/api-ca`, as messages name referenced objects.
+impl fmt::Display for ObjectRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kind = match self.kind {
+            RefKind::ConfigMap => "ConfigMap",
+            RefKind::Secret => "Secret",
+        };
+        write!(f, "{kind} {}", self.key)
+    }
+}
+
 /// The kinds of object a Backend may reference (both in the core API group).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum RefKind {
