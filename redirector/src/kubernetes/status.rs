@@ -51,13 +51,11 @@
 
 use std::{collections::BTreeMap, time::Duration};
 
-use k8s_openapi::jiff::Timestamp;
 use kube::{
     Api, Client,
     api::{DynamicObject, ListParams, Patch, PatchParams},
 };
-use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::{sync::watch, task::JoinHandle, time::Instant};
 use tokio_util::sync::CancellationToken;
 
@@ -65,10 +63,7 @@ use super::{
     lease::{self, LeaseConfig, is_conflict},
     xbackends,
 };
-use crate::{
-    backend::{Backend, CaSource, Catalog, ObjectKey, constraints, model},
-    tls::TlsConfigError,
-};
+use crate::backend::{ObjectKey, constraints, model};
 
 /// `status.parents[].controllerName` of this controller (`domain/path`, as the CRD's
 /// pattern [`constraints::CONTROLLER_NAME`] requires).
@@ -85,260 +80,6 @@ const RESYNC: Duration = Duration::from_secs(600);
 const CONFLICT_ATTEMPTS: usize = 3;
 /// Longest wait for one API request.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
-/// `maxLength` of `metav1.Condition.message`.
-const MAX_MESSAGE: usize = 32_768;
-
-/// What the status of one XBackend says, as the reconciler knows it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ObjectStatus {
-    pub key: ObjectKey,
-    /// `metadata.generation` of the object the results were computed from.
-    pub generation: i64,
-    /// `Err`: why the object was rejected (the problems, `field: message`, joined).
-    pub accepted: Result<(), String>,
-    /// Whether the referenced CA bundles and client certificate are usable. Ignored
-    /// (no `ResolvedRefs` condition is written) while `accepted` is `Err`: the references
-    /// of a spec that was not accepted were not evaluated.
-    pub resolved_refs: Result<(), RefProblem>,
-}
-
-/// A `ResolvedRefs=False` condition: an upstream reason and the error text.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RefProblem {
-    /// `InvalidCACertificateRef` (BackendTLSPolicy's reason for a CA bundle reference
-    /// that is missing, lacks `ca.crt` or holds no usable certificate),
-    /// `InvalidClientCertificateRef` (the Gateway's reason for a broken client
-    /// certificate Secret), or `Invalid` (TLS settings unusable for another reason).
-    pub reason: &'static str,
-    pub message: String,
-}
-
-impl RefProblem {
-    /// Which reference `error` is about, from the Backend it was built for.
-    pub fn of(backend: &Backend, error: &TlsConfigError) -> Self {
-        let tls = backend.tls.as_ref();
-        let is_ca = |object: &str| {
-            tls.is_some_and(|tls| match &tls.ca {
-                CaSource::Refs(refs) => refs.iter().any(|r| r.to_string() == object),
-                CaSource::System => false,
-            })
-        };
-        let client = "InvalidClientCertificateRef";
-        let ca = "InvalidCACertificateRef";
-        let reason = match error {
-            TlsConfigError::MissingObject { object } => {
-                if is_ca(object) {
-                    ca
-                } else {
-                    client
-                }
-            }
-            TlsConfigError::MissingKey { key, .. } => {
-                if key == "ca.crt" {
-                    ca
-                } else {
-                    client
-                }
-            }
-            TlsConfigError::BadPem { origin, .. } => {
-                if origin.ends_with(" key ca.crt") {
-                    ca
-                } else {
-                    client
-                }
-            }
-            TlsConfigError::BadRoots(_) => ca,
-            TlsConfigError::BadClientCertificate(_) => client,
-            TlsConfigError::BadHostname { .. } | TlsConfigError::Rustls(_) => "Invalid",
-        };
-        Self {
-            reason,
-            message: error.to_string(),
-        }
-    }
-}
-
-/// The status of every XBackend of a catalog, for the writer.
-///
-/// - `generations`: `metadata.generation` of every XBackend the catalog was built from
-///   (valid or not); only these get a status.
-/// - `catalog`: its problems make `Accepted=False` (a problem is matched to its object by
-///   `XBackend ns/name`).
-/// - `in_force`: for a key whose Backend is in force (valid, or its last good version
-///   kept), `Some(Err(e))` if its TLS settings cannot be built, `Some(Ok(()))` otherwise;
-///   `None` when no version of it is in force.
-pub fn object_statuses<'a>(
-    generations: &BTreeMap<ObjectKey, i64>,
-    catalog: &Catalog,
-    in_force: impl Fn(&ObjectKey) -> Option<Result<(), &'a TlsConfigError>>,
-) -> Vec<ObjectStatus> {
-    let mut problems: BTreeMap<&ObjectKey, Vec<String>> = BTreeMap::new();
-    let keys: BTreeMap<ObjectKey, &ObjectKey> =
-        generations.keys().map(|k| (k.clone(), k)).collect();
-    for problem in &catalog.problems {
-        let Some(key) = problem.xbackend_key() else {
-            continue;
-        };
-        let Some(key) = keys.get(&key) else {
-            continue;
-        };
-        let text = match &problem.field {
-            Some(field) => format!("{field}: {}", problem.message),
-            None => problem.message.clone(),
-        };
-        problems.entry(key).or_default().push(text);
-    }
-    let backends: BTreeMap<&ObjectKey, &Backend> =
-        catalog.backends.iter().map(|b| (&b.key, b)).collect();
-    generations
-        .iter()
-        .map(|(key, generation)| {
-            let force = in_force(key);
-            let accepted = match problems.get(key) {
-                None => Ok(()),
-                Some(texts) => {
-                    let mut message = texts.join("; ");
-                    if force.is_some() {
-                        message.push_str(" (the last accepted version stays in force)");
-                    }
-                    Err(message)
-                }
-            };
-            let resolved_refs = match (force, backends.get(key)) {
-                (Some(Err(error)), Some(backend)) => Err(RefProblem::of(backend, error)),
-                _ => Ok(()),
-            };
-            ObjectStatus {
-                key: key.clone(),
-                generation: *generation,
-                accepted,
-                resolved_refs,
-            }
-        })
-        .collect()
-}
-
-/// Gateway API `ParentReference`, as this controller fills it in.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-struct ParentRef {
-    #[serde(default)]
-    group: Option<String>,
-    #[serde(default)]
-    kind: Option<String>,
-    name: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    namespace: Option<String>,
-}
-
-/// The parent of an XBackend's entry: its own Namespace (see the module comment).
-fn parent_ref(key: &ObjectKey) -> ParentRef {
-    ParentRef {
-        group: Some(String::new()),
-        kind: Some("Namespace".to_owned()),
-        name: key.namespace.clone(),
-        namespace: None,
-    }
-}
-
-/// `metav1.Condition`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Condition {
-    #[serde(rename = "type")]
-    type_: String,
-    status: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    observed_generation: Option<i64>,
-    last_transition_time: String,
-    reason: String,
-    #[serde(default)]
-    message: String,
-}
-
-/// This controller's entry of `status.parents`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct ParentStatus {
-    controller_name: String,
-    parent_ref: ParentRef,
-    #[serde(default)]
-    conditions: Vec<Condition>,
-}
-
-/// The entry for `status`; conditions whose status is unchanged from `previous` keep
-/// their `lastTransitionTime`, the others get `now`.
-fn render(status: &ObjectStatus, previous: Option<&ParentStatus>, now: &str) -> ParentStatus {
-    let condition = |type_: &str, result: Result<(&str, &str), (&str, &str)>| {
-        let (state, reason, message) = match result {
-            Ok((reason, message)) => ("True", reason, message),
-            Err((reason, message)) => ("False", reason, message),
-        };
-        let since = previous
-            .and_then(|p| p.conditions.iter().find(|c| c.type_ == type_))
-            .filter(|c| c.status == state)
-            .map_or(now, |c| c.last_transition_time.as_str());
-        Condition {
-            type_: type_.to_owned(),
-            status: state.to_owned(),
-            observed_generation: Some(status.generation),
-            last_transition_time: since.to_owned(),
-            reason: reason.to_owned(),
-            message: truncated(message),
-        }
-    };
-    let mut conditions = Vec::new();
-    match &status.accepted {
-        Ok(()) => {
-            conditions.push(condition(
-                "Accepted",
-                Ok(("Accepted", "Backend accepted by the redirector node agents")),
-            ));
-            let refs = match &status.resolved_refs {
-                Ok(()) => Ok(("ResolvedRefs", "All references resolved")),
-                Err(problem) => Err((problem.reason, problem.message.as_str())),
-            };
-            conditions.push(condition("ResolvedRefs", refs));
-        }
-        Err(message) => conditions.push(condition("Accepted", Err(("Invalid", message)))),
-    }
-    ParentStatus {
-        controller_name: CONTROLLER_NAME.to_owned(),
-        parent_ref: parent_ref(&status.key),
-        conditions,
-    }
-}
-
-fn truncated(message: &str) -> String {
-    if message.len() <= MAX_MESSAGE {
-        return message.to_owned();
-    }
-    let mut end = MAX_MESSAGE - 3;
-    while !message.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}...", &message[..end])
-}
-
-/// RFC 3339 in UTC, whole seconds (`metav1.Time`).
-fn now() -> String {
-    Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
-}
-
-/// The entries of `status.parents`: this controller's (the first, parsed) and the others.
-fn split_parents(object: &DynamicObject) -> (Option<ParentStatus>, Vec<Value>) {
-    let parents = object.data["status"]["parents"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    let (ours, others): (Vec<Value>, Vec<Value>) = parents
-        .into_iter()
-        .partition(|p| p["controllerName"].as_str() == Some(CONTROLLER_NAME));
-    let ours = ours
-        .into_iter()
-        .find_map(|p| serde_json::from_value::<ParentStatus>(p).ok());
-    (ours, others)
-}
-
 /// The XBackend status writer: leader election plus the writes while leading.
 pub struct StatusWriter;
 
@@ -606,6 +347,11 @@ async fn timed_raw<T>(
         Err(_) => Err(None),
     }
 }
+
+mod render;
+
+use render::*;
+pub use render::{ObjectStatus, object_statuses};
 
 #[cfg(test)]
 mod tests;

@@ -1,7 +1,10 @@
 use std::path::PathBuf;
 
 use super::*;
-use crate::backend::{self, Problem};
+use crate::{
+    backend::{self, Catalog, Problem},
+    tls::TlsConfigError,
+};
 
 const T0: &str = "2024-01-01T00:00:00Z";
 const T1: &str = "2024-01-01T00:01:00Z";
