@@ -20,6 +20,7 @@ mod check;
 mod cli;
 mod crd;
 mod datapath;
+mod file_stamp;
 mod kubernetes;
 mod proxy;
 mod reconcile;

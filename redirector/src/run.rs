@@ -19,7 +19,7 @@ use tokio::{sync::mpsc, task::JoinHandle};
 
 use crate::{
     admin::{self, Admin, Readiness},
-    backend::{self, Catalog},
+    backend::Catalog,
     cli::{BackendScope, RunArgs},
     datapath::{self, Attachment, Datapath, MapSizes, PinLayout, endpoint},
     kubernetes::{
@@ -216,10 +216,8 @@ async fn start_source(
             .context("the Kubernetes source stopped before its initial sync")?;
         return Ok((first, catalogs_rx, Some(writer)));
     }
-    // Watch first, then load: a change made in between is reloaded, never missed.
-    watch::spawn(args.backends.clone(), catalogs_tx, shutdown.clone())
-        .context("watching the Backend directories")?;
-    Ok((backend::load(&args.backends)?, catalogs_rx, None))
+    let first = watch::spawn(args.backends.clone(), catalogs_tx, shutdown.clone())?;
+    Ok((first, catalogs_rx, None))
 }
 
 fn proxy_config(addrs: &[SocketAddr]) -> anyhow::Result<ProxyConfig> {

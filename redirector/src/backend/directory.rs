@@ -7,22 +7,20 @@
 //! cannot be read at all is a hard [`DirectoryError`], since then the operator's intent
 //! cannot be carried out in any part.
 
+mod file;
 mod objects;
 #[cfg(test)]
 mod tests;
 mod walk;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
-use std::fs;
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize as _;
-use serde_yaml_ng::Value;
-
-use super::model::{self, XBackend};
-use super::validate::{Backend, ObjectKey, validate};
-use objects::{ConfigMapDoc, SecretDoc};
+use super::model;
+use super::validate::{Backend, ObjectKey};
+use crate::file_stamp::FileStamp;
+use file::{Content, Object, ParsedFile};
 
 /// Everything loaded from the directories, plus what could not be.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -119,20 +117,50 @@ pub enum DirectoryError {
 
 /// Loads every `*.yaml` / `*.yml` file under `dirs` (recursively, in sorted order).
 pub fn load(dirs: &[PathBuf]) -> Result<Catalog, DirectoryError> {
-    let (files, problems) = walk::yaml_files(dirs)?;
-    let mut loader = Loader {
-        problems,
-        ..Loader::default()
-    };
-    for file in &files {
-        loader.file(file);
+    DirectoryLoader::default().load(dirs)
+}
+
+/// Loads the directories again and again, parsing only the files that changed since
+/// the last load: the watcher reloads on every change, and reparsing 10,000 unchanged
+/// Backends for each edit would cost CPU and leave the heap fragmented.
+#[derive(Default)]
+pub struct DirectoryLoader {
+    /// Each file's parse as of its stamp; only files of the latest walk are kept.
+    parsed: HashMap<PathBuf, (Option<FileStamp>, ParsedFile)>,
+}
+
+impl DirectoryLoader {
+    /// Same result as [`load`]; unchanged files come from the cache.
+    pub fn load(&mut self, dirs: &[PathBuf]) -> Result<Catalog, DirectoryError> {
+        let (files, problems) = walk::yaml_files(dirs)?;
+        let mut merge = Merge {
+            problems,
+            ..Merge::default()
+        };
+        let mut parsed = HashMap::with_capacity(files.len());
+        for path in files {
+            let file = self.parse(&path);
+            merge.file(&path, &file.1);
+            parsed.insert(path, file);
+        }
+        self.parsed = parsed;
+        Ok(merge.finish())
     }
-    Ok(loader.finish())
+
+    fn parse(&mut self, path: &Path) -> (Option<FileStamp>, ParsedFile) {
+        // Stat before reading: a change racing the read leaves an older stamp behind,
+        // so the next load reads the file again rather than trusting a stale parse.
+        let stamp = FileStamp::of(path);
+        match self.parsed.remove(path) {
+            Some((cached, file)) if stamp.is_some() && cached == stamp => (stamp, file),
+            _ => (stamp, file::parse(path)),
+        }
+    }
 }
 
 /// A field-located failure of one object, before it is tied to a file and object.
 /// Visible to `validate`'s tests, which check parse-level rules the same way.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(in crate::backend) struct Failure {
     pub(in crate::backend) field: Option<String>,
     pub(in crate::backend) message: String,
@@ -181,8 +209,9 @@ struct Origin {
     document: String,
 }
 
+/// Parsed files combined in load order into one [`Catalog`].
 #[derive(Default)]
-struct Loader {
+struct Merge {
     backends: BTreeMap<ObjectKey, Backend>,
     origins: BTreeMap<ObjectKey, PathBuf>,
     problems: Vec<Problem>,
@@ -190,10 +219,10 @@ struct Loader {
     secrets: BTreeMap<ObjectKey, BTreeMap<String, Vec<u8>>>,
     /// First definition of each `(kind, key)`, valid or not: a second object with the
     /// same identity is ambiguous whichever of the two is broken.
-    seen: BTreeMap<(&'static str, ObjectKey), Origin>,
+    seen: HashMap<(&'static str, ObjectKey), Origin>,
 }
 
-impl Loader {
+impl Merge {
     fn finish(self) -> Catalog {
         Catalog {
             backends: self.backends.into_values().collect(),
@@ -205,145 +234,29 @@ impl Loader {
         }
     }
 
-    /// A syntax error anywhere rejects the whole file: after one the parser cannot say
-    /// where the next document really starts, so nothing after it can be trusted, and a
-    /// half-loaded file would be harder to reason about than a refused one.
-    fn file(&mut self, file: &Path) {
-        let documents = match fs::read_to_string(file) {
-            Err(e) => Err(format!("cannot read: {e}")),
-            Ok(text) => split_documents(&text).map_err(|e| format!("invalid YAML: {e}")),
-        };
-        let documents = match documents {
+    fn file(&mut self, path: &Path, file: &ParsedFile) {
+        let documents = match file {
             Ok(documents) => documents,
-            Err(message) => return self.problems.push(Problem::file(file, message)),
+            Err(message) => return self.problems.push(Problem::file(path, message.clone())),
         };
-        tracing::debug!(file = %file.display(), documents = documents.len(), "loading");
-        for (i, document) in documents.into_iter().enumerate() {
-            self.document(file, format!("document {}", i + 1), document);
-        }
-    }
-
-    fn document(&mut self, file: &Path, document: String, value: Value) {
-        if value.is_null() {
-            return;
-        }
-        if !value.is_mapping() {
-            let message = "not a Kubernetes object (expected a mapping with apiVersion and kind)";
-            let failure = Failure {
-                field: None,
-                message: message.to_owned(),
-            };
-            return self.fail(file, &document, failure);
-        }
-        let text = |key: &str| {
-            value
-                .get(key)
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned()
-        };
-        let (api_version, kind) = (text("apiVersion"), text("kind"));
-        let failure = match (api_version.as_str(), kind.as_str()) {
-            (_, "") => Failure::at("kind", "required"),
-            ("", _) => Failure::at("apiVersion", "required"),
-            (model::API_VERSION, model::KIND) => return self.xbackend(file, document, value),
-            // Silently skipping a future or mistyped version would hide the Backend.
-            (_, model::KIND) => Failure::at(
-                "apiVersion",
-                format!("must be {} for XBackend", model::API_VERSION),
-            ),
-            ("v1", "ConfigMap") => return self.config_map(file, document, value),
-            ("v1", "Secret") => return self.secret(file, document, value),
-            ("v1", "List") | (model::API_VERSION, "XBackendList") => {
-                return self.list(file, &document, &value);
-            }
-            _ => {
-                tracing::debug!(file = %file.display(), %document, %api_version, %kind, "ignoring object of another kind");
-                return;
-            }
-        };
-        self.fail(file, &document, failure);
-    }
-
-    /// `kubectl get -o yaml` output wraps objects in a List; each item counts on its own.
-    fn list(&mut self, file: &Path, document: &str, value: &Value) {
-        let Some(items) = value.get("items").and_then(Value::as_sequence) else {
-            let failure = Failure::at("items", "required: a sequence of objects");
-            return self.fail(file, document, failure);
-        };
-        for (j, item) in items.iter().enumerate() {
-            self.document(file, format!("{document} item {}", j + 1), item.clone());
-        }
-    }
-
-    fn xbackend(&mut self, file: &Path, document: String, value: Value) {
-        let Some((_, label)) = self.claim(file, document, &value, model::KIND) else {
-            return;
-        };
-        let parsed: XBackend = match serde_path_to_error::deserialize(value) {
-            Ok(parsed) => parsed,
-            Err(e) => return self.fail(file, &label, e.into()),
-        };
-        match validate(&parsed) {
-            Ok(backend) => {
-                self.origins.insert(backend.key.clone(), file.to_path_buf());
-                self.backends.insert(backend.key.clone(), backend);
-            }
-            Err(errors) => {
-                for e in errors {
-                    self.fail(file, &label, Failure::at(e.field, e.message));
+        for document in documents {
+            match &document.content {
+                Content::Unnamed(failure) => self.fail(path, &document.label, failure),
+                Content::Named { kind, key, parsed } => {
+                    self.named(path, &document.label, kind, key, parsed);
                 }
             }
         }
     }
 
-    fn config_map(&mut self, file: &Path, document: String, value: Value) {
-        let Some((key, label)) = self.claim(file, document, &value, "ConfigMap") else {
-            return;
-        };
-        let result = serde_path_to_error::deserialize::<_, ConfigMapDoc>(value)
-            .map_err(Failure::from)
-            .and_then(ConfigMapDoc::into_data);
-        match result {
-            Ok(data) => {
-                self.config_maps.insert(key, data);
-            }
-            Err(failure) => self.fail(file, &label, failure),
-        }
-    }
-
-    fn secret(&mut self, file: &Path, document: String, value: Value) {
-        let Some((key, label)) = self.claim(file, document, &value, "Secret") else {
-            return;
-        };
-        let result = serde_path_to_error::deserialize::<_, SecretDoc>(value)
-            .map_err(Failure::from)
-            .and_then(SecretDoc::into_data);
-        match result {
-            Ok(data) => {
-                self.secrets.insert(key, data);
-            }
-            Err(failure) => self.fail(file, &label, failure),
-        }
-    }
-
-    /// Reads the identity of an object from the raw document and records its first
-    /// definition. Returns `None` (after reporting) when the name is missing or the
-    /// object duplicates an earlier one; otherwise the key and the `Kind ns/name` label.
-    fn claim(
+    fn named(
         &mut self,
-        file: &Path,
-        document: String,
-        value: &Value,
+        path: &Path,
+        document: &str,
         kind: &'static str,
-    ) -> Option<(ObjectKey, String)> {
-        let key = match identity(value) {
-            Ok(key) => key,
-            Err(failure) => {
-                self.fail(file, &document, failure);
-                return None;
-            }
-        };
+        key: &ObjectKey,
+        parsed: &Result<Object, Vec<Failure>>,
+    ) {
         let label = format!("{kind} {key}");
         if let Some(first) = self.seen.get(&(kind, key.clone())) {
             let message = format!(
@@ -353,52 +266,40 @@ impl Loader {
             );
             self.problems.push(Problem {
                 object: Some(label),
-                ..Problem::file(file, message)
+                ..Problem::file(path, message)
             });
-            return None;
+            return;
         }
         let origin = Origin {
-            file: file.to_path_buf(),
-            document,
+            file: path.to_path_buf(),
+            document: document.to_owned(),
         };
         self.seen.insert((kind, key.clone()), origin);
-        Some((key, label))
+        match parsed {
+            Ok(Object::Backend(backend)) => {
+                self.origins.insert(key.clone(), path.to_path_buf());
+                self.backends.insert(key.clone(), Backend::clone(backend));
+            }
+            Ok(Object::ConfigMap(data)) => {
+                self.config_maps.insert(key.clone(), data.clone());
+            }
+            Ok(Object::Secret(data)) => {
+                self.secrets.insert(key.clone(), data.clone());
+            }
+            Err(failures) => {
+                for failure in failures {
+                    self.fail(path, &label, failure);
+                }
+            }
+        }
     }
 
-    fn fail(&mut self, file: &Path, object: &str, failure: Failure) {
+    fn fail(&mut self, path: &Path, object: &str, failure: &Failure) {
         self.problems.push(Problem {
-            file: file.to_path_buf(),
+            file: path.to_path_buf(),
             object: Some(object.to_owned()),
-            field: failure.field,
-            message: failure.message,
+            field: failure.field.clone(),
+            message: failure.message.clone(),
         });
     }
-}
-
-/// Namespace and name from the raw document, so that even an object whose spec does
-/// not parse is reported (and deduplicated) under its own name.
-fn identity(value: &Value) -> Result<ObjectKey, Failure> {
-    let metadata = value.get("metadata");
-    let get = |key: &str| metadata.and_then(|m| m.get(key)).filter(|v| !v.is_null());
-    let name = match get("name").map(Value::as_str) {
-        None | Some(Some("")) => return Err(Failure::at("metadata.name", "required")),
-        Some(None) => return Err(Failure::at("metadata.name", "must be a string")),
-        Some(Some(name)) => name,
-    };
-    let namespace = match get("namespace").map(Value::as_str) {
-        None => "default",
-        Some(None) => return Err(Failure::at("metadata.namespace", "must be a string")),
-        Some(Some(namespace)) => namespace,
-    };
-    Ok(ObjectKey::new(namespace, name))
-}
-
-/// Splits a multi-document YAML text into values; an empty file yields no documents.
-fn split_documents(text: &str) -> Result<Vec<Value>, serde_yaml_ng::Error> {
-    let mut documents = Vec::new();
-    for document in serde_yaml_ng::Deserializer::from_str(text) {
-        // Stop at the first error: the deserializer repeats a failure forever.
-        documents.push(Value::deserialize(document)?);
-    }
-    Ok(documents)
 }

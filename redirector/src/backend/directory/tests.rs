@@ -5,6 +5,7 @@ use super::*;
 use crate::backend::validate::{CaSource, TlsMode};
 
 mod problems;
+mod reload;
 
 fn write(dir: &Path, rel: &str, text: &str) -> PathBuf {
     let path = dir.join(rel);
