@@ -5,13 +5,17 @@
 //! Addresses that point into the node itself (loopback, link-local, unspecified) are
 //! dropped: a Backend must never become a way to reach the node's own services.
 
-use std::{net::IpAddr, sync::Arc, time::Duration};
+mod hosts;
+
+use std::{net::IpAddr, path::Path, sync::Arc, time::Duration};
 
 use hickory_resolver::{
-    Hosts, Name, TokioResolver,
+    Name, TokioResolver,
     config::{LookupIpStrategy, ResolveHosts},
-    proto::{op::Query, rr::RecordType},
 };
+
+use crate::file_stamp::FileStamp;
+use hosts::HostsFile;
 
 // Messages carry their cause inline: these errors are logged one by one, not chained.
 #[derive(Debug, thiserror::Error)]
@@ -35,7 +39,7 @@ pub enum ResolverError {
 #[derive(Clone)]
 pub struct Resolver {
     /// `/etc/hosts` as read when the resolver was made (or last [`Resolver::reread_hosts`]).
-    hosts: Arc<Hosts>,
+    hosts: Arc<HostsFile>,
     /// What the file looked like then, to read it again only when it changed.
     hosts_stamp: Option<FileStamp>,
     /// DNS only; the hosts file is consulted first, by us.
@@ -62,7 +66,7 @@ impl Resolver {
         // would only delay changes.
         options.cache_size = 0;
         Ok(Self {
-            hosts_stamp: FileStamp::of(HOSTS),
+            hosts_stamp: FileStamp::of(Path::new(HOSTS)),
             hosts: Arc::new(read_hosts()),
             dns: builder.build(),
         })
@@ -71,7 +75,7 @@ impl Resolver {
     /// The same resolver with `/etc/hosts` read again, if the file changed since it was
     /// last read (`None`: unchanged). A stat is all an unchanged file costs.
     pub fn reread_hosts(&self) -> Option<Self> {
-        let stamp = FileStamp::of(HOSTS);
+        let stamp = FileStamp::of(Path::new(HOSTS));
         if stamp == self.hosts_stamp {
             return None;
         }
@@ -80,24 +84,6 @@ impl Resolver {
             hosts: Arc::new(read_hosts()),
             dns: self.dns.clone(),
         })
-    }
-
-    /// Like glibc's `files` source: when the hosts file knows the name, its entries (of
-    /// either family) are the whole answer and DNS is not asked.
-    fn hosts_file_answer(&self, name: &Name) -> Vec<IpAddr> {
-        [RecordType::A, RecordType::AAAA]
-            .into_iter()
-            .filter_map(|rtype| {
-                self.hosts
-                    .lookup_static_host(&Query::query(name.clone(), rtype))
-            })
-            .flat_map(|lookup| {
-                lookup
-                    .iter()
-                    .filter_map(|rdata| rdata.ip_addr())
-                    .collect::<Vec<_>>()
-            })
-            .collect()
     }
 
     /// The usable addresses of `hostname`, sorted; an error if there are none.
@@ -111,7 +97,9 @@ impl Resolver {
                     reason: error.to_string(),
                 }
             })?;
-        let mut found = self.hosts_file_answer(&name);
+        // Like glibc's `files` source: when the hosts file knows the name, its entries
+        // (of either family) are the whole answer and DNS is not asked.
+        let mut found = self.hosts.lookup(hostname).to_vec();
         let mut ttl = None;
         if found.is_empty() {
             let lookup =
@@ -156,31 +144,8 @@ impl Resolver {
 
 const HOSTS: &str = "/etc/hosts";
 
-/// Identity and version of a file: enough to notice an edit or a replacement.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct FileStamp {
-    inode: u64,
-    length: u64,
-    modified: Option<std::time::SystemTime>,
-}
-
-impl FileStamp {
-    fn of(path: &str) -> Option<Self> {
-        use std::os::unix::fs::MetadataExt;
-        let metadata = std::fs::metadata(path).ok()?;
-        Some(Self {
-            inode: metadata.ino(),
-            length: metadata.len(),
-            modified: metadata.modified().ok(),
-        })
-    }
-}
-
-fn read_hosts() -> Hosts {
-    Hosts::from_system().unwrap_or_else(|error| {
-        tracing::warn!(%error, "cannot read /etc/hosts; using DNS only");
-        Hosts::default()
-    })
+fn read_hosts() -> HostsFile {
+    HostsFile::read(Path::new(HOSTS))
 }
 
 /// Whether `ip` may be a Backend address.
