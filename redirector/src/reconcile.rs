@@ -79,7 +79,7 @@ pub struct Reconciler {
     resolver: Resolver,
     dns: DnsCache,
     /// The last good version of every Backend.
-    backends: BTreeMap<ObjectKey, Backend>,
+    backends: BTreeMap<ObjectKey, Arc<Backend>>,
     catalog: Catalog,
     originations: HashMap<ObjectKey, (TlsInputs, Origination)>,
     metrics: Arc<ReconcileMetrics>,
@@ -128,7 +128,7 @@ impl Reconciler {
     /// broken keeps its last good version. Resolves new hostnames, then publishes.
     pub async fn apply_catalog(&mut self, mut catalog: Catalog) -> anyhow::Result<SyncStats> {
         let started = Instant::now();
-        let mut next: BTreeMap<ObjectKey, Backend> = catalog
+        let mut next: BTreeMap<ObjectKey, Arc<Backend>> = catalog
             .backends
             .iter()
             .map(|b| (b.key.clone(), b.clone()))
@@ -288,7 +288,7 @@ impl Reconciler {
         *self.shared.table.write().unwrap_or_else(|p| p.into_inner()) = table.clone();
         let stats = self.map.sync(table.endpoints())?;
         self.board
-            .publish(rows::statuses(&table, &self.dns, &self.catalog.problems));
+            .publish(rows::rows(table, &self.dns, &self.catalog.problems));
         if let Some(sender) = &self.object_statuses {
             let statuses = object_statuses(&self.catalog.generations, &self.catalog, |key| {
                 self.backends

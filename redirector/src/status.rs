@@ -1,7 +1,14 @@
 //! What the agent is doing, per Backend: served as JSON on `/backends` and rendered by
 //! `redirector status`.
 
-use std::{io::Read, io::Write, net::SocketAddr, net::TcpStream, sync::RwLock, time::Duration};
+use std::{
+    io::Read,
+    io::Write,
+    net::SocketAddr,
+    net::TcpStream,
+    sync::{Arc, RwLock},
+    time::Duration,
+};
 
 use serde::{Deserialize, Serialize};
 
@@ -28,17 +35,22 @@ pub struct BackendStatus {
     pub active_connections: i64,
 }
 
-/// The latest statuses, replaced as a whole by the reconciler.
-#[derive(Debug, Default)]
-pub struct StatusBoard(RwLock<Vec<BackendStatus>>);
+/// Renders the statuses of one published state.
+pub type Rows = Arc<dyn Fn() -> Vec<BackendStatus> + Send + Sync>;
+
+/// The latest state, replaced as a whole by the reconciler and rendered only when asked:
+/// with 10,000 Backends, rows kept ready would cost megabytes for a page rarely read.
+#[derive(Default)]
+pub struct StatusBoard(RwLock<Option<Rows>>);
 
 impl StatusBoard {
-    pub fn publish(&self, statuses: Vec<BackendStatus>) {
-        *self.0.write().unwrap_or_else(|p| p.into_inner()) = statuses;
+    pub fn publish(&self, rows: Rows) {
+        *self.0.write().unwrap_or_else(|p| p.into_inner()) = Some(rows);
     }
 
     pub fn snapshot(&self) -> Vec<BackendStatus> {
-        self.0.read().unwrap_or_else(|p| p.into_inner()).clone()
+        let rows = self.0.read().unwrap_or_else(|p| p.into_inner()).clone();
+        rows.map(|rows| rows()).unwrap_or_default()
     }
 }
 

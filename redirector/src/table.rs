@@ -45,7 +45,7 @@ impl BackendId {
 /// connections are refused).
 #[derive(Debug, Clone)]
 pub struct Entry {
-    pub backend: Backend,
+    pub backend: Arc<Backend>,
     pub addresses: Vec<IpAddr>,
     pub origination: Result<Option<Arc<TlsOrigination>>, TlsConfigError>,
 }
@@ -93,11 +93,15 @@ pub fn namespace_scope(namespace: &str) -> u64 {
     hasher.finish().max(1)
 }
 
+/// (scope, address, port) -> the Backend that owns it.
+pub type Endpoints = BTreeMap<BackendKey, BackendId>;
+
 #[derive(Debug, Default)]
 pub struct BackendTable {
     by_id: HashMap<BackendId, Arc<Entry>>,
     /// Every (scope, address, port) the datapath must match, with its Backend id.
-    endpoints: BTreeMap<BackendKey, BackendId>,
+    /// Shared with the map writer, which keeps the last synced set to diff against.
+    endpoints: Arc<Endpoints>,
     /// (scope, address, port) claimed by more than one Backend, with the claimants.
     conflicts: BTreeMap<BackendKey, BTreeSet<ObjectKey>>,
 }
@@ -106,6 +110,7 @@ impl BackendTable {
     pub fn new(entries: impl IntoIterator<Item = Entry>, scoping: Scoping) -> Self {
         use std::collections::btree_map::Entry as Slot;
         let mut table = BackendTable::default();
+        let mut endpoints = Endpoints::new();
         for entry in entries {
             let id = BackendId::of(&entry.backend.key);
             let scope = scoping.scope_of(&entry.backend.key.namespace);
@@ -117,7 +122,7 @@ impl BackendTable {
             for ip in &entry.addresses {
                 let address = SocketAddr::new(*ip, entry.backend.port);
                 let at = BackendKey::new(scope, endpoint::from_socket_addr(address));
-                match table.endpoints.entry(at) {
+                match endpoints.entry(at) {
                     Slot::Vacant(slot) => {
                         slot.insert(id);
                     }
@@ -134,6 +139,7 @@ impl BackendTable {
                 }
             }
         }
+        table.endpoints = Arc::new(endpoints);
         for (at, owners) in &table.conflicts {
             tracing::warn!(
                 address = %endpoint::to_socket_addr(&at.endpoint),
@@ -145,7 +151,7 @@ impl BackendTable {
     }
 
     /// What the datapath's Backend map must hold.
-    pub fn endpoints(&self) -> &BTreeMap<BackendKey, BackendId> {
+    pub fn endpoints(&self) -> &Arc<Endpoints> {
         &self.endpoints
     }
 

@@ -16,6 +16,7 @@ mod walk;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use super::model;
 use super::validate::{Backend, ObjectKey};
@@ -26,7 +27,7 @@ use file::{Content, Object, ParsedFile};
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Catalog {
     /// Valid Backends, sorted by key.
-    pub backends: Vec<Backend>,
+    pub backends: Vec<Arc<Backend>>,
     /// Problems met while walking the directories first, then per file in load order
     /// and per document in file order.
     pub problems: Vec<Problem>,
@@ -212,7 +213,7 @@ struct Origin {
 /// Parsed files combined in load order into one [`Catalog`].
 #[derive(Default)]
 struct Merge {
-    backends: BTreeMap<ObjectKey, Backend>,
+    backends: BTreeMap<ObjectKey, Arc<Backend>>,
     origins: BTreeMap<ObjectKey, PathBuf>,
     problems: Vec<Problem>,
     config_maps: BTreeMap<ObjectKey, BTreeMap<String, String>>,
@@ -278,7 +279,7 @@ impl Merge {
         match parsed {
             Ok(Object::Backend(backend)) => {
                 self.origins.insert(key.clone(), path.to_path_buf());
-                self.backends.insert(key.clone(), Backend::clone(backend));
+                self.backends.insert(key.clone(), backend.clone());
             }
             Ok(Object::ConfigMap(data)) => {
                 self.config_maps.insert(key.clone(), data.clone());

@@ -4,24 +4,26 @@ use std::{
     collections::{BTreeMap, BTreeSet},
     net::SocketAddr,
     os::fd::{AsRawFd, BorrowedFd},
-    sync::Mutex,
+    sync::{Arc, Mutex},
 };
 
 use aya::maps::{Array, HashMap, MapData, MapError};
 use redirector_common::{BackendKey, Endpoint, ProxyConfig, Redirect};
 
 use super::endpoint;
-use crate::table::BackendId;
+use crate::table::{BackendId, Endpoints};
 
 /// `BACKENDS`: (scope, address, port) -> Backend id, and `ENDPOINTS`, the same addresses
 /// without scope. Written only by the agent, by diff.
 pub struct BackendMap {
     map: HashMap<MapData, BackendKey, u64>,
     endpoints: HashMap<MapData, Endpoint, u32>,
-    /// What the kernel maps hold, as last read or written: a sync touches only the
-    /// differences instead of reading 100k entries back through the bpf syscall.
-    /// `None` until the first sync reads them (pins adopted from an earlier agent).
-    written: Option<(BTreeMap<BackendKey, u64>, BTreeSet<Endpoint>)>,
+    /// What the kernel maps hold after the last successful sync: a sync touches only
+    /// the differences instead of reading 100k entries back through the bpf syscall.
+    /// The table's own set, shared rather than copied. `None` until a first sync, or
+    /// after a failed one: then the kernel's state is read (pins adopted from an
+    /// earlier agent, or a sync that stopped half way).
+    synced: Option<Arc<Endpoints>>,
 }
 
 /// What one [`BackendMap::sync`] changed.
@@ -41,21 +43,25 @@ impl BackendMap {
         Self {
             map,
             endpoints,
-            written: None,
+            synced: None,
         }
     }
 
     /// Makes the map equal to `desired`. New and changed entries are written before
     /// stale ones are deleted, and nothing is ever cleared wholesale, so an address
     /// present before and after is matched throughout.
-    pub fn sync(
-        &mut self,
-        desired: &BTreeMap<BackendKey, BackendId>,
-    ) -> Result<SyncStats, MapError> {
-        let (mut current, mut present) = match self.written.take() {
-            Some(written) => written,
+    pub fn sync(&mut self, desired: &Arc<Endpoints>) -> Result<SyncStats, MapError> {
+        let (current, present): (Arc<Endpoints>, BTreeSet<Endpoint>) = match self.synced.take() {
+            Some(synced) => {
+                let present = synced.keys().map(|at| at.endpoint).collect();
+                (synced, present)
+            }
             None => (
-                self.map.iter().collect::<Result<_, _>>()?,
+                Arc::new(
+                    (self.map.iter())
+                        .map(|entry| entry.map(|(at, id)| (at, BackendId(id))))
+                        .collect::<Result<_, _>>()?,
+                ),
                 self.endpoints.keys().collect::<Result<_, _>>()?,
             ),
         };
@@ -66,41 +72,30 @@ impl BackendMap {
         let wanted: BTreeSet<Endpoint> = desired.keys().map(|key| key.endpoint).collect();
         // ENDPOINTS grows before BACKENDS and shrinks after it: a connect never misses a
         // Backend entry because the pre-filter did not know its address yet.
-        let new_endpoints: Vec<Endpoint> = wanted.difference(&present).copied().collect();
-        for at in new_endpoints {
+        for at in wanted.difference(&present) {
             self.endpoints.insert(at, 1, 0)?;
-            present.insert(at);
         }
-        for (at, id) in desired {
-            let found = current.get(at).copied();
-            if found == Some(id.0) {
+        for (at, id) in desired.iter() {
+            let found = current.get(at);
+            if found == Some(id) {
                 continue;
             }
             self.map.insert(at, id.0, 0)?;
-            current.insert(*at, id.0);
             match found {
                 Some(_) => stats.changed += 1,
                 None => stats.added += 1,
             }
         }
-        let stale: Vec<BackendKey> = current
-            .keys()
-            .filter(|at| !desired.contains_key(at))
-            .copied()
-            .collect();
-        for at in stale {
-            self.map.remove(&at)?;
-            current.remove(&at);
+        for at in current.keys().filter(|at| !desired.contains_key(at)) {
+            self.map.remove(at)?;
             stats.removed += 1;
         }
-        let gone: Vec<Endpoint> = present.difference(&wanted).copied().collect();
-        for at in gone {
-            self.endpoints.remove(&at)?;
-            present.remove(&at);
+        for at in present.difference(&wanted) {
+            self.endpoints.remove(at)?;
         }
         // Kept only after a fully successful sync: after an error the next sync reads
         // the kernel's state again.
-        self.written = Some((current, present));
+        self.synced = Some(desired.clone());
         Ok(stats)
     }
 }

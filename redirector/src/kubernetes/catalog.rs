@@ -11,6 +11,7 @@
 
 use std::{
     collections::{BTreeMap, BTreeSet},
+    sync::Arc,
     time::Duration,
 };
 
@@ -53,7 +54,7 @@ struct State {
     backends_synced: bool,
     /// The last valid version of every XBackend that still exists: the reconciler keeps
     /// it in force while the object is invalid, so its references stay watched too.
-    last_good: BTreeMap<ObjectKey, Backend>,
+    last_good: BTreeMap<ObjectKey, Arc<Backend>>,
     watches: BTreeMap<ObjectRef, RefWatch>,
     next_id: u64,
     fetched: mpsc::UnboundedSender<Fetched>,
@@ -180,6 +181,7 @@ impl State {
             catalog.generations.insert(key.clone(), generation);
             match xbackends::load(object) {
                 Ok(backend) => {
+                    let backend = Arc::new(backend);
                     catalog.origins.insert(key.clone(), xbackends::origin(&key));
                     self.last_good.insert(key.clone(), backend.clone());
                     catalog.backends.push(backend);
@@ -200,7 +202,7 @@ impl State {
             .filter(|(key, _)| !valid.contains(key))
             .map(|(_, backend)| backend);
         (catalog.backends.iter().chain(kept))
-            .flat_map(xbackends::references)
+            .flat_map(|backend| xbackends::references(backend))
             .cloned()
             .collect()
     }

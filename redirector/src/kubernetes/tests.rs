@@ -5,6 +5,7 @@
 //! object from the API server, must give the same Backend or the same problems.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use k8s_openapi::{
     ByteString,
@@ -64,7 +65,7 @@ fn located(problems: &[Problem]) -> Vec<(Option<String>, Option<String>, String)
 fn a_valid_object_gives_the_same_backend_as_the_directory_source() {
     let loaded = xbackends::load(&from_server(VALID)).expect("valid");
     let directory = from_directory(VALID);
-    assert_eq!(directory.backends, vec![loaded.clone()]);
+    assert_eq!(directory.backends, vec![Arc::new(loaded.clone())]);
     let refs: Vec<&ObjectRef> = xbackends::references(&loaded).collect();
     let expected = [
         (RefKind::ConfigMap, "api-ca"),

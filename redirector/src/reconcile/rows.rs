@@ -1,19 +1,39 @@
 //! Rows of `/backends` (and `redirector status`): one per Backend, with its state.
 
-use std::collections::BTreeMap;
+use std::{
+    collections::{BTreeMap, HashMap},
+    sync::Arc,
+};
 
 use super::dns::DnsCache;
 use crate::{
     backend::{ObjectKey, Problem},
-    status::BackendStatus,
+    status::{BackendStatus, Rows},
     table::BackendTable,
 };
 
+/// What the rows of one published state are rendered from, when `/backends` is asked:
+/// the table is shared with the proxy, only the resolution errors and problems are
+/// copied (usually few).
+pub(super) fn rows(table: Arc<BackendTable>, dns: &DnsCache, problems: &[Problem]) -> Rows {
+    let resolve_errors: HashMap<String, String> = table
+        .entries()
+        .filter(|entry| entry.addresses.is_empty())
+        .filter_map(|entry| {
+            let hostname = &entry.backend.hostname;
+            let error = dns.last_error(hostname)?;
+            Some((hostname.clone(), error.to_owned()))
+        })
+        .collect();
+    let problems = problems.to_vec();
+    Arc::new(move || statuses(&table, &resolve_errors, &problems))
+}
+
 /// Every Backend's state for `/backends`: the loaded ones from `table`, and objects
 /// rejected without a last good version as `Invalid`.
-pub(super) fn statuses(
+fn statuses(
     table: &BackendTable,
-    dns: &DnsCache,
+    resolve_errors: &HashMap<String, String>,
     problems: &[Problem],
 ) -> Vec<BackendStatus> {
     let mut statuses: BTreeMap<ObjectKey, BackendStatus> = BTreeMap::new();
@@ -23,7 +43,7 @@ pub(super) fn statuses(
             (Err(error), _) => ("RefError", Some(error.to_string())),
             (Ok(_), true) => (
                 "Resolving",
-                dns.last_error(&backend.hostname).map(str::to_owned),
+                resolve_errors.get(&backend.hostname).cloned(),
             ),
             (Ok(_), false) => ("Ready", None),
         };

@@ -3,13 +3,13 @@ use crate::backend::Protocol;
 
 fn entry(namespace: &str, name: &str, port: u16, addresses: &[&str]) -> Entry {
     Entry {
-        backend: Backend {
+        backend: Arc::new(Backend {
             key: ObjectKey::new(namespace, name),
             hostname: format!("{name}.example.test"),
             port,
             protocol: Protocol::Tcp,
             tls: None,
-        },
+        }),
         addresses: addresses.iter().map(|a| a.parse().unwrap()).collect(),
         origination: Ok(None),
     }

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
+use std::sync::Arc;
 
 use serde::Deserialize as _;
 use serde_yaml_ng::Value;
@@ -39,7 +40,7 @@ pub(super) enum Content {
 
 #[derive(Debug)]
 pub(super) enum Object {
-    Backend(Box<Backend>),
+    Backend(Arc<Backend>),
     ConfigMap(BTreeMap<String, String>),
     Secret(BTreeMap<String, Vec<u8>>),
 }
@@ -147,7 +148,7 @@ fn named(
 fn xbackend(value: Value) -> Result<Object, Vec<Failure>> {
     let parsed: XBackend = serde_path_to_error::deserialize(value).map_err(|e| vec![e.into()])?;
     validate(&parsed)
-        .map(|backend| Object::Backend(Box::new(backend)))
+        .map(|backend| Object::Backend(Arc::new(backend)))
         .map_err(|errors| {
             errors
                 .into_iter()

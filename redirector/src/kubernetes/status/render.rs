@@ -118,7 +118,7 @@ pub fn object_statuses<'a>(
         problems.entry(key).or_default().push(text);
     }
     let backends: BTreeMap<&ObjectKey, &Backend> =
-        catalog.backends.iter().map(|b| (&b.key, b)).collect();
+        catalog.backends.iter().map(|b| (&b.key, &**b)).collect();
     generations
         .iter()
         .map(|(key, generation)| {
