@@ -37,6 +37,13 @@ use std::process::ExitCode;
 use clap::Parser;
 use cli::{Cli, Command, LogFormat};
 
+/// mimalloc rather than glibc's malloc: every catalog change builds a new table of all
+/// Backends on whichever worker thread runs the reconciler, and glibc kept the freed
+/// memory in per-thread arenas (VmRSS 76 -> 172 MiB over 100 changes with 10,000
+/// Backends, heap steady); mimalloc returns freed pages to the system.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(cli.log_format);
