@@ -41,10 +41,7 @@ fn statuses(
         let backend = &entry.backend;
         let (state, reason) = match (&entry.origination, entry.addresses.is_empty()) {
             (Err(error), _) => ("RefError", Some(error.to_string())),
-            (Ok(_), true) => (
-                "Resolving",
-                resolve_errors.get(&backend.hostname).cloned(),
-            ),
+            (Ok(_), true) => ("Resolving", resolve_errors.get(&backend.hostname).cloned()),
             (Ok(_), false) => ("Ready", None),
         };
         let tls = backend.tls.as_ref().map_or("none", |tls| tls.mode.as_str());
