@@ -33,10 +33,10 @@ pub enum LogFormat {
 pub enum Command {
     /// Run the node agent: load and attach the eBPF programs, load Backends, proxy.
     ///
-    /// Needs root (CAP_BPF, CAP_NET_ADMIN, CAP_SYS_ADMIN). Programs and maps are pinned
-    /// under --bpffs and stay attached after the agent exits, so connects to Backends
-    /// are never silently sent direct while it restarts; `redirector uninstall` removes
-    /// them.
+    /// Needs CAP_BPF and CAP_NET_ADMIN (root has both; see deploy/daemonset.yaml).
+    /// Programs and maps are pinned under --bpffs and stay attached after the agent
+    /// exits, so connects to Backends are never silently sent direct while it restarts;
+    /// `redirector uninstall` removes them.
     Run(Box<RunArgs>),
     /// Validate Backend YAML offline: one line per problem, exit status 1 if any.
     Check(CheckArgs),

@@ -55,15 +55,6 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let shutdown = CancellationToken::new();
     let (pods_tx, pods_rx) = tokio::sync::watch::channel(Pods::new());
     let (status_tx, status_rx) = tokio::sync::watch::channel(Vec::new());
-    // The first sync may wait for an API server that is down: a signal must still stop us.
-    let (catalog, catalogs_rx, status_writer) = tokio::select! {
-        started = start_source(&args, pods_tx, status_rx, &shutdown) => started?,
-        () = signals.wait() => {
-            shutdown.cancel();
-            return Ok(());
-        }
-    };
-
     let readiness = Arc::new(Readiness::default());
     let stats = Arc::new(Stats::default());
     let board = Arc::new(StatusBoard::default());
@@ -77,7 +68,19 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         board: board.clone(),
         stats: stats.clone(),
     };
+    // Serving before the first sync: /healthz answers while the API server is slow or
+    // down at start (a liveness probe must not restart us for it); /readyz says 503.
     let admin_task = admin::serve(args.admin_addr, admin, shutdown.clone()).await?;
+
+    // The first sync may wait for an API server that is down: a signal must still stop us.
+    let (catalog, catalogs_rx, status_writer) = tokio::select! {
+        started = start_source(&args, pods_tx, status_rx, &shutdown) => started?,
+        () = signals.wait() => {
+            shutdown.cancel();
+            let _ = admin_task.await;
+            return Ok(());
+        }
+    };
 
     let listeners = proxy::bind(&args.proxy_addrs)?;
     let layout = PinLayout::new(&args.bpffs.bpffs);

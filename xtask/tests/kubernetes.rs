@@ -380,3 +380,45 @@ fn api_server_down_keeps_the_datapath_and_catches_up_afterwards() {
     assert!(!t.via_proxy("other.redirector.test:9090"));
     assert!(t.via_proxy("echo.redirector.test:8080"));
 }
+
+/// `GET http://127.0.0.1:15000{path}` from inside the node: whether it answered 2xx.
+fn admin_ok(bed: &Bed, path: &str) -> bool {
+    let out = (bed.topo.node.exec(PROBE))
+        .args(["get", "127.0.0.1:15000", path])
+        .output()
+        .expect("run netprobe get");
+    out.status.success()
+}
+
+#[test]
+fn liveness_answers_while_the_api_server_is_down_at_start_and_readiness_waits_for_the_sync() {
+    let bed = Bed::new("");
+    let mut api = FakeApi::start(&bed.topo.node, ECHO_BACKEND);
+    api.down();
+    let mut config = bed.config();
+    config.extra_args = api.agent_args(NODE);
+    config
+        .extra_args
+        .extend(["--backend-scope".to_owned(), "cluster".to_owned()]);
+    let mut agent = Agent::spawn(&bed.topo, &config).expect("agent");
+    // Logged after the admin listener is bound and before the first list.
+    agent
+        .wait_for_log("waiting for the initial sync")
+        .expect("waiting for the API");
+    agent
+        .wait_for_log("Kubernetes watch failed")
+        .expect("a refused list");
+    assert!(admin_ok(&bed, "/healthz"), "alive while the API is down");
+    assert!(!admin_ok(&bed, "/readyz"), "not ready before the sync");
+    assert!(!bed.via_proxy("echo.redirector.test:8080"));
+
+    api.up();
+    agent.wait_for_ready().expect("ready once the API answers");
+    assert!(
+        agent.ready_line.contains("backends=1"),
+        "{}",
+        agent.ready_line
+    );
+    assert!(admin_ok(&bed, "/readyz"));
+    assert!(bed.via_proxy("echo.redirector.test:8080"));
+}

@@ -82,12 +82,29 @@ impl Agent {
     /// Starts `redirector run` in the node and waits for its ready line. The node's
     /// hosts file must have been written (`topology.node.set_hosts`).
     pub fn start(topology: &Topology, config: &AgentConfig) -> Result<Agent> {
+        let mut agent = Self::spawn(topology, config)?;
+        agent.wait_for_ready()?;
+        Ok(agent)
+    }
+
+    /// Starts `redirector run` without waiting for it to become ready (`ready_line` stays
+    /// empty until [`Agent::wait_for_ready`]).
+    pub fn spawn(topology: &Topology, config: &AgentConfig) -> Result<Agent> {
         let mut command = Self::command(topology, config)?;
-        let mut child = ChildGuard::spawn_watching("agent", &mut command, Stream::Stderr)?;
-        let ready_line = child
+        let child = ChildGuard::spawn_watching("agent", &mut command, Stream::Stderr)?;
+        Ok(Agent {
+            child,
+            ready_line: String::new(),
+        })
+    }
+
+    /// Waits for the ready line and keeps it in `ready_line`.
+    pub fn wait_for_ready(&mut self) -> Result<()> {
+        self.ready_line = self
+            .child
             .wait_for_line("ready:", READY_TIMEOUT)
             .context("the agent did not become ready")?;
-        Ok(Agent { child, ready_line })
+        Ok(())
     }
 
     /// Runs `redirector run` to its exit (for start-ups that must fail).
