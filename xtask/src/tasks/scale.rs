@@ -329,8 +329,8 @@ pub struct Change {
     pub seen_ms: f64,
     /// Rename (SystemTime) -> the map-updated line's own timestamp.
     pub log_ms: Option<f64>,
-    /// Rename -> the agent's `Backend added` line for it (watch settle + reload of
-    /// every file + validation).
+    /// Rename -> the agent's `Backend added` line for it (watch settle + reload, in which
+    /// only changed files are parsed and validated).
     pub reload_ms: Option<f64>,
     /// `Backend added` -> map updated (resolve, table, map sync), agent timestamps.
     pub apply_ms: Option<f64>,

@@ -178,7 +178,7 @@ pub fn render(ctx: &Context, starts: &[Result<Run, (String, String)>], main: &Ru
                 after.changes.iter().filter_map(|c| c.log_ms).collect(),
             ),
             (
-                "rename -> `Backend added` line (watch settle + reload of every file)",
+                "rename -> `Backend added` line (watch settle, reload: changed files parsed)",
                 after.changes.iter().filter_map(|c| c.reload_ms).collect(),
             ),
             (
@@ -348,8 +348,9 @@ fn findings(main: &Run) -> String {
             let _ = writeln!(
                 text,
                 "- A change: median {} from the rename to the agent's `Backend added` line \
-                 (50 ms watch settle, then every file is read and validated again), median {} \
-                 from there to the map update (the reconciler re-reads /etc/hosts, resolves \
+                 (50 ms watch settle, then every file is stat'ed and only the new one parsed \
+                 and validated, the others coming from the loader's cache, and the catalog \
+                 merged), median {} from there to the map update (the reconciler resolves \
                  the new name, builds a new table of every Backend and diffs the whole map).",
                 ms(r.median),
                 ms(a.median)
