@@ -81,6 +81,12 @@ impl Endpoint {
 /// Scope of Backends that apply to every process in the attached cgroup.
 pub const CLUSTER_SCOPE: u64 = 0;
 
+/// Value in `SCOPES` marking the top of the kubelet's pod tree (`kubepods`,
+/// `kubepods.slice`) rather than one pod: a process below it in no listed pod cgroup is
+/// a pod the agent has not mapped yet, and its connects to Backend addresses are refused
+/// (never sent direct) until it is. No namespace scope takes this value.
+pub const POD_TREE: u64 = u64::MAX;
+
 /// How deep below the attached cgroup's root the connect hooks look for a pod cgroup
 /// (kubelet nests pods 2-4 levels deep: kubepods[/qos]/pod<uid>/<container>).
 pub const MAX_CGROUP_DEPTH: i32 = 8;

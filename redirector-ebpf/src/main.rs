@@ -5,6 +5,8 @@
 //! 1. `connect4`/`connect6`: the destination is a Backend address (in the caller's scope,
 //!    found through its cgroup ancestry in `SCOPES`, or in the cluster scope) -> record the
 //!    original destination under the socket cookie (`SOCKETS`), rewrite it to the proxy.
+//!    From a pod not mapped to its namespace yet (below the `POD_TREE` marker, in no
+//!    listed pod) a connect to a Backend address is refused instead.
 //! 2. `sock_ops`, TCP_CONNECT: ask for state callbacks on that socket.
 //!    `sock_ops`, ACTIVE_ESTABLISHED: copy the record to `PENDING` under the client's local
 //!    address, which is the peer address the proxy sees on `accept`; the proxy deletes it.
@@ -37,7 +39,7 @@ use aya_ebpf::{
     programs::{SockAddrContext, SockOpsContext},
 };
 use redirector_common::{
-    BackendKey, CLUSTER_SCOPE, Endpoint, MAX_CGROUP_DEPTH, ProxyConfig, Redirect,
+    BackendKey, CLUSTER_SCOPE, Endpoint, MAX_CGROUP_DEPTH, POD_TREE, ProxyConfig, Redirect,
 };
 
 /// Verdict of a cgroup sock_addr program: let the (possibly rewritten) call proceed.
@@ -118,14 +120,20 @@ fn try_redirect_connect(ctx: &SockAddrContext, family: sockaddr::Family) -> Resu
     let Some(config) = CONFIG.get(0).copied() else {
         return Ok(ALLOW);
     };
-    let Some(backend_id) = backend_for(&config, original) else {
+    let matched = backend_for(&config, original);
+    if let Match::None = matched {
         return Ok(ALLOW);
-    };
+    }
     let cookie = cookie_of(ctx);
     // SAFETY: only tested for presence.
     if unsafe { AGENT_SOCKETS.get(&cookie) }.is_some() {
         return Ok(ALLOW);
     }
+    let Match::Backend(backend_id) = matched else {
+        // A pod whose namespace is not known yet: which Backend applies cannot be told,
+        // and going direct could leak plaintext. The agent maps new pods within moments.
+        return Ok(DENY);
+    };
     let proxy = match family {
         sockaddr::Family::V6 if !original.is_v4_mapped() => {
             if config.flags & ProxyConfig::HAS_V6 == 0 {
@@ -152,30 +160,50 @@ fn try_redirect_connect(ctx: &SockAddrContext, family: sockaddr::Family) -> Resu
     Ok(ALLOW)
 }
 
+/// What a connect to `original` gets.
+enum Match {
+    /// Not a Backend address (for this caller): the connect goes ahead unchanged.
+    None,
+    /// To the proxy, for the Backend with this id.
+    Backend(u64),
+    /// A Backend address, dialed from a pod not mapped to its namespace yet: refused.
+    UnmappedPod,
+}
+
 /// The Backend `original` belongs to, for the calling process: its own scope first (when
 /// Backends are scoped), then the cluster scope.
 #[inline(always)]
-fn backend_for(config: &ProxyConfig, original: Endpoint) -> Option<u64> {
+fn backend_for(config: &ProxyConfig, original: Endpoint) -> Match {
     if config.flags & ProxyConfig::SCOPED != 0 {
         // Most connects go elsewhere: one lookup settles them before the cgroup walk.
         // SAFETY: only tested for presence.
-        unsafe { ENDPOINTS.get(&original) }?;
-        let scope = caller_scope();
-        if scope != CLUSTER_SCOPE {
-            // SAFETY: the id is copied out by value.
-            if let Some(id) = unsafe { BACKENDS.get(&BackendKey::new(scope, original)) } {
-                return Some(*id);
+        if unsafe { ENDPOINTS.get(&original) }.is_none() {
+            return Match::None;
+        }
+        match caller_scope() {
+            CLUSTER_SCOPE => {}
+            POD_TREE => return Match::UnmappedPod,
+            scope => {
+                // SAFETY: the id is copied out by value.
+                if let Some(id) = unsafe { BACKENDS.get(&BackendKey::new(scope, original)) } {
+                    return Match::Backend(*id);
+                }
             }
         }
     }
     // SAFETY: as above.
-    unsafe { BACKENDS.get(&BackendKey::new(CLUSTER_SCOPE, original)) }.copied()
+    match unsafe { BACKENDS.get(&BackendKey::new(CLUSTER_SCOPE, original)) } {
+        Some(id) => Match::Backend(*id),
+        None => Match::None,
+    }
 }
 
-/// The scope of the first ancestor cgroup of the caller listed in `SCOPES` (a pod's
-/// cgroup); the cluster scope for processes outside any known pod.
+/// The caller's scope: that of the first ancestor cgroup listed in `SCOPES` as a pod;
+/// [`POD_TREE`] if it is below the pod tree's top but in no listed pod; the cluster
+/// scope for processes elsewhere (host processes, other runtimes).
 #[inline(always)]
 fn caller_scope() -> u64 {
+    let mut found = CLUSTER_SCOPE;
     for level in 1..=MAX_CGROUP_DEPTH {
         // SAFETY: the helper only reads the current task's cgroup.
         let id = unsafe { bpf_get_current_ancestor_cgroup_id(level) };
@@ -183,11 +211,14 @@ fn caller_scope() -> u64 {
             break;
         }
         // SAFETY: the scope is copied out by value.
-        if let Some(scope) = unsafe { SCOPES.get(&id) } {
-            return *scope;
+        match unsafe { SCOPES.get(&id) }.copied() {
+            // The pod tree's top: keep walking down to the pod.
+            Some(POD_TREE) => found = POD_TREE,
+            Some(scope) => return scope,
+            None => {}
         }
     }
-    CLUSTER_SCOPE
+    found
 }
 
 #[inline(always)]

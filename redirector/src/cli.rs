@@ -91,7 +91,9 @@ pub struct RunArgs {
     #[arg(long, value_enum, default_value_t = BackendScope::Namespace)]
     pub backend_scope: BackendScope,
 
-    /// Where pod cgroups are searched (kubelet's kubepods tree; default: --cgroup).
+    /// Where pod cgroups are searched (default: --cgroup). The top of kubelet's pod tree
+    /// (`kubepods`, `kubepods.slice`) is found below it too: from under it, connects to
+    /// Backend addresses by pods not mapped yet are refused rather than sent direct.
     #[arg(long, value_name = "PATH")]
     pub pod_cgroup_root: Option<PathBuf>,
 

@@ -13,7 +13,7 @@ use std::{
     sync::Arc,
 };
 
-use redirector_common::{BackendKey, CLUSTER_SCOPE, Endpoint};
+use redirector_common::{BackendKey, CLUSTER_SCOPE, Endpoint, POD_TREE};
 
 use crate::{
     backend::{Backend, ObjectKey},
@@ -84,13 +84,14 @@ impl Scoping {
     }
 }
 
-/// The scope of a namespace's pods: a 64-bit hash of its name (never the cluster scope),
-/// the same on every node and across restarts, with no registry to keep in sync.
+/// The scope of a namespace's pods: a 64-bit hash of its name (never the cluster scope
+/// nor the pod-tree marker), the same on every node and across restarts, with no
+/// registry to keep in sync.
 pub fn namespace_scope(namespace: &str) -> u64 {
     let mut hasher = fnv::FnvHasher::default();
     hasher.write(b"namespace:");
     hasher.write(namespace.as_bytes());
-    hasher.finish().max(1)
+    hasher.finish().clamp(CLUSTER_SCOPE + 1, POD_TREE - 1)
 }
 
 /// (scope, address, port) -> the Backend that owns it.

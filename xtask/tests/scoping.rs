@@ -9,14 +9,15 @@ use std::process::Command;
 
 use support::{Bed, PROBE, fakeapi::FakeApi};
 use xtask::netlab::{
-    Cgroup, ChildGuard, NODE_EXT_V4, POD_V4, Topology,
+    Cgroup, ChildGuard, EXT_V4, NODE_EXT_V4, POD_V4, Topology,
     agent::Agent,
     in_cgroup_in_netns,
-    probe::{PROBE_TIMEOUT, Reply},
+    probe::{PROBE_TIMEOUT, ProbeServer, Reply},
 };
 
 const UID_A: &str = "0a0a0a0a-1111-4111-8111-aaaaaaaaaaaa";
 const UID_B: &str = "0b0b0b0b-2222-4222-8222-bbbbbbbbbbbb";
+const UID_C: &str = "0c0c0c0c-3333-4333-8333-cccccccccccc";
 
 /// team-a's Backend forwards plain TCP; team-b's, for the same hostname and port, asks
 /// for TLS origination (which the plain test server cannot speak, so it is refused).
@@ -45,15 +46,14 @@ fn objects() -> String {
     .join("---\n")
 }
 
-/// Runs `netprobe connect` in the pod netns from inside `cgroup`.
+/// Runs `netprobe connect echo.redirector.test:8080` in the pod netns from inside `cgroup`.
 fn connect_from(topology: &Topology, cgroup: &Cgroup) -> Reply {
-    let args = [
-        "connect",
-        "echo.redirector.test:8080",
-        "-4",
-        "--send",
-        "hello",
-    ];
+    connect_from_to(topology, cgroup, "echo.redirector.test:8080")
+}
+
+/// Runs `netprobe connect TARGET` in the pod netns from inside `cgroup`.
+fn connect_from_to(topology: &Topology, cgroup: &Cgroup, target: &str) -> Reply {
+    let args = ["connect", target, "-4", "--send", "hello"];
     let mut command: Command = in_cgroup_in_netns(cgroup, &topology.pod, PROBE, args);
     let mut client = ChildGuard::spawn("client", &mut command).expect("client");
     let done = client.finish(PROBE_TIMEOUT).expect("client exits");
@@ -66,16 +66,18 @@ fn connect_from(topology: &Topology, cgroup: &Cgroup) -> Reply {
 #[test]
 fn each_namespace_gets_its_own_backend_for_the_same_hostname() {
     let bed = Bed::new("");
-    let pod_a = bed
-        .topo
-        .pod_cgroup
+    // The kubelet's cgroupfs layout below the attached cgroup: kubepods/pod<uid>.
+    let kubepods = bed.topo.pod_cgroup.child("kubepods").expect("kubepods");
+    let pod_a = kubepods
         .child(&format!("pod{UID_A}"))
         .expect("pod a cgroup");
-    let pod_b = bed
-        .topo
-        .pod_cgroup
+    let pod_b = kubepods
         .child(&format!("pod{UID_B}"))
         .expect("pod b cgroup");
+    // A pod whose cgroup exists but which the API has not told the agent about yet.
+    let unmapped = kubepods
+        .child(&format!("pod{UID_C}"))
+        .expect("pod c cgroup");
     let api = FakeApi::start(&bed.topo.node, &objects());
     let mut config = bed.config();
     config.in_pod_cgroup = false;
@@ -87,7 +89,10 @@ fn each_namespace_gets_its_own_backend_for_the_same_hostname() {
         .iter()
         .find(|l| l.contains("pod scopes updated"))
         .unwrap_or_else(|| panic!("pods not mapped: {logs:#?}"));
-    assert!(scoped.contains("pods=2"), "{scoped}");
+    assert!(
+        scoped.contains("pods=2") && scoped.contains("trees=1"),
+        "{scoped}"
+    );
 
     // team-a: plain forwarding through the proxy.
     let a = connect_from(&bed.topo, &pod_a);
@@ -111,7 +116,29 @@ fn each_namespace_gets_its_own_backend_for_the_same_hostname() {
         "{refused}"
     );
 
-    // A process in no pod the API knows: neither namespace's Backend applies.
+    // A pod not mapped yet: refused, never sent direct, and never to the proxy.
+    let early = connect_from(&bed.topo, &unmapped);
+    assert!(!early.ok(), "{:?}", early.json);
+    assert_eq!(early.json["stage"], "connect", "{:?}", early.json);
+    assert!(
+        early.json["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("not permitted")),
+        "{:?}",
+        early.json
+    );
+    // Any other address still goes out from that pod, direct.
+    let _other =
+        ProbeServer::start(PROBE.as_ref(), &bed.topo.ext, "[::]:9090").expect("other server");
+    let elsewhere = connect_from_to(&bed.topo, &unmapped, &format!("{EXT_V4}:9090"));
+    assert!(elsewhere.ok(), "{:?}", elsewhere.json);
+    assert!(
+        (elsewhere.seen_by_server().unwrap_or_default()).starts_with(&format!("{POD_V4}:")),
+        "{:?}",
+        elsewhere.json
+    );
+
+    // A process outside the pod tree (a host process): neither namespace's Backend applies.
     let stranger = connect_from(&bed.topo, &bed.topo.pod_cgroup);
     assert!(stranger.ok(), "{:?}", stranger.json);
     assert!(
@@ -122,5 +149,5 @@ fn each_namespace_gets_its_own_backend_for_the_same_hostname() {
         "{:?}",
         stranger.json
     );
-    drop((agent, pod_a, pod_b, api));
+    drop((agent, pod_a, pod_b, unmapped, kubepods, api));
 }
