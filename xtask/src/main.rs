@@ -43,6 +43,9 @@ enum Cmd {
     /// Scale benchmark: 10,000 Backends, 100,000 map entries, change latency, RSS (as
     /// root); writes bench/scale.md.
     BenchScale(tasks::BenchScaleArgs),
+    /// CPU cost per run of the connect4 eBPF program, per path through it (as root);
+    /// writes bench/hooks.md.
+    BenchHooks(tasks::BenchHooksArgs),
 }
 
 fn main() -> ExitCode {
@@ -54,6 +57,7 @@ fn main() -> ExitCode {
         Cmd::Lint => tasks::lint(),
         Cmd::Bench(args) => tasks::bench(&args),
         Cmd::BenchScale(args) => tasks::bench_scale(&args),
+        Cmd::BenchHooks(args) => tasks::bench_hooks(&args),
     };
     result.unwrap_or_else(|e| {
         eprintln!("xtask: {e:#}");

@@ -3,11 +3,13 @@
 mod bench;
 mod demo;
 pub mod ebpf;
+mod hooks;
 mod scale;
 pub mod toolchain;
 
 pub use bench::{BenchArgs, bench};
 pub use demo::demo;
+pub use hooks::{BenchHooksArgs, bench_hooks};
 pub use scale::{BenchScaleArgs, bench_scale};
 
 use anyhow::{Context, Result, bail};

@@ -9,6 +9,7 @@
 //! netprobe connect HOST:PORT [-4|-6] [--send TEXT] [--timeout-ms N]
 //!                            [--tls-sni NAME | --tls-no-sni] [--tls-split N]
 //! netprobe get HOST:PORT PATH
+//! netprobe connect-many IP:PORT COUNT
 //! ```
 //!
 //! `serve` prints `listening <addr>` once bound and `accepted <peer>` per connection; it
@@ -27,6 +28,11 @@
 //! client) with that SNI, `--tls-no-sni` without SNI; the JSON then has `"tls": VERSION`.
 //! `--tls-split N` sends the ClientHello in TCP segments of at most N bytes.
 //! `get` is a minimal HTTP/1.0 GET that prints the body (exit status 1 unless 2xx).
+//! `connect-many` connects COUNT times, one after the other (no name resolution); each
+//! connection that opens is half-closed and read to EOF before it is closed, so a server
+//! or proxy behind it sees complete connections. It prints one JSON line with the
+//! outcomes, `{"connects":N,"ok":..,"refused":..,"denied":..,"other":..,"elapsed_ns":..}`
+//! (`denied`: EPERM/EACCES), exit status 0 whatever they were.
 
 use serde_json::json;
 use std::io::{ErrorKind, Read, Write};
@@ -41,7 +47,8 @@ const USAGE: &str = "usage: netprobe serve ADDR\n       \
                      netprobe serve-tls ADDR --cert PEM --key PEM [--client-ca PEM]\n       \
                      netprobe connect HOST:PORT [-4|-6] [--send TEXT] [--timeout-ms N] \
                      [--tls-sni NAME | --tls-no-sni] [--tls-split N]\n       \
-                     netprobe get HOST:PORT PATH";
+                     netprobe get HOST:PORT PATH\n       \
+                     netprobe connect-many IP:PORT COUNT";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -53,6 +60,7 @@ fn main() -> ExitCode {
             Err(e) => usage(&e),
         },
         Some("get") if args.len() == 3 => get(&args[1], &args[2]),
+        Some("connect-many") if args.len() == 3 => connect_many(&args[1], &args[2]),
         _ => usage("missing or unknown command"),
     }
 }
@@ -310,4 +318,56 @@ fn get(target: &str, path: &str) -> ExitCode {
         eprintln!("netprobe: GET http://{target}{path}: {status}");
         ExitCode::from(1)
     }
+}
+
+/// `netprobe connect-many IP:PORT COUNT`: COUNT connects in a row, outcomes counted.
+fn connect_many(target: &str, count: &str) -> ExitCode {
+    let Ok(addr) = target.parse::<SocketAddr>() else {
+        return usage(&format!("connect-many needs IP:PORT, not {target:?}"));
+    };
+    let Ok(count) = count.parse::<u64>() else {
+        return usage(&format!("connect-many needs a COUNT, not {count:?}"));
+    };
+    let timeout = Duration::from_secs(5);
+    let (mut ok, mut refused, mut denied, mut other) = (0u64, 0u64, 0u64, 0u64);
+    let mut last_other = None;
+    let started = std::time::Instant::now();
+    for _ in 0..count {
+        match TcpStream::connect_timeout(&addr, timeout) {
+            Ok(stream) => match drain(stream, timeout) {
+                Ok(()) => ok += 1,
+                Err(e) => {
+                    other += 1;
+                    last_other = Some(format!("io: {e}"));
+                }
+            },
+            Err(e) if e.kind() == ErrorKind::ConnectionRefused => refused += 1,
+            // EPERM and EACCES: a cgroup hook refused the connect.
+            Err(e) if e.kind() == ErrorKind::PermissionDenied => denied += 1,
+            Err(e) => {
+                other += 1;
+                last_other = Some(format!("connect: {e}"));
+            }
+        }
+    }
+    let elapsed_ns = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    say(&json!({
+        "connects": count,
+        "ok": ok,
+        "refused": refused,
+        "denied": denied,
+        "other": other,
+        "last_other": last_other,
+        "elapsed_ns": elapsed_ns,
+    })
+    .to_string());
+    ExitCode::SUCCESS
+}
+
+/// Half-closes, reads the reply to EOF, closes.
+fn drain(mut stream: TcpStream, timeout: Duration) -> std::io::Result<()> {
+    stream.set_read_timeout(Some(timeout))?;
+    stream.shutdown(Shutdown::Write)?;
+    let mut sink = Vec::new();
+    stream.read_to_end(&mut sink).map(drop)
 }
