@@ -11,6 +11,7 @@ use std::{
     net::SocketAddr,
     path::{Path, PathBuf},
     process::{Command, ExitStatus},
+    sync::OnceLock,
     time::Duration,
 };
 
@@ -23,12 +24,22 @@ pub const PROXY_PORT: u16 = 15001;
 /// How long the agent may take to become ready.
 pub const READY_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The `redirector` binary: `$REDIRECTOR_BIN` (set by `cargo xtask test`), else the
-/// workspace's debug build.
+/// The binary chosen by [`use_redirector_bin`], if any.
+static CHOSEN_BIN: OnceLock<PathBuf> = OnceLock::new();
+
+/// Makes [`redirector_bin`] return `path` for the rest of the process (the benchmarks
+/// run their own release build). The first choice stands: returns false if one was made.
+pub fn use_redirector_bin(path: PathBuf) -> bool {
+    CHOSEN_BIN.set(path).is_ok()
+}
+
+/// The `redirector` binary: the one chosen by [`use_redirector_bin`], else
+/// `$REDIRECTOR_BIN` (set by `cargo xtask test`), else the workspace's debug build.
 pub fn redirector_bin() -> Result<PathBuf> {
-    let path = match std::env::var_os("REDIRECTOR_BIN") {
-        Some(path) => PathBuf::from(path),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/debug/redirector"),
+    let path = match (CHOSEN_BIN.get(), std::env::var_os("REDIRECTOR_BIN")) {
+        (Some(chosen), _) => chosen.clone(),
+        (None, Some(path)) => PathBuf::from(path),
+        (None, None) => Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/debug/redirector"),
     };
     anyhow::ensure!(
         path.is_file(),

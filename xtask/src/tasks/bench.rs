@@ -80,9 +80,7 @@ pub fn bench(args: &BenchArgs) -> Result<ExitCode> {
     let tools = tools::ensure()?;
     let redirector = build_redirector(args);
     if let Ok(bin) = &redirector {
-        // SAFETY: nothing else runs yet (no thread has been started in this process), so
-        // no concurrent getenv can race this write. The netlab agent reads the variable.
-        unsafe { std::env::set_var("REDIRECTOR_BIN", bin) };
+        agent::use_redirector_bin(bin.clone());
     }
 
     let plan = Plan {

@@ -71,9 +71,7 @@ pub fn bench_hooks(args: &BenchHooksArgs) -> Result<ExitCode> {
     ensure!(args.connects >= 1, "--connects: at least 1");
     ensure!(args.rounds >= 1, "--rounds: at least 1");
     let bins = build(args)?;
-    // SAFETY: no thread has been started in this process yet, so no concurrent getenv
-    // can race this write. The netlab agent reads the variable.
-    unsafe { std::env::set_var("REDIRECTOR_BIN", &bins.redirector) };
+    agent::use_redirector_bin(bins.redirector.clone());
 
     let enabled = stats::StatsEnabled::enable()?;
     let previous = enabled.previous().to_owned();

@@ -82,9 +82,7 @@ pub fn bench_scale(args: &BenchScaleArgs) -> Result<ExitCode> {
         bail!("--changes: at most 256");
     }
     let bin = build_redirector(args)?;
-    // SAFETY: no thread has been started in this process yet, so no concurrent getenv
-    // can race this write. The netlab agent reads the variable.
-    unsafe { std::env::set_var("REDIRECTOR_BIN", &bin) };
+    agent::use_redirector_bin(bin.clone());
     if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
         println!(
             "bench-scale: the agent's log lines are echoed on stderr (over 10,000 of them); \
