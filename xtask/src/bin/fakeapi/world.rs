@@ -1,64 +1,21 @@
 //! The fake API server's state: objects loaded from the directory, resourceVersions, the
 //! event history that watches replay, and what the control files asked for.
 
+#[path = "world/state_dir.rs"]
+mod state_dir;
+
 use std::{
     collections::{BTreeMap, VecDeque},
     path::{Path, PathBuf},
 };
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
+use state_dir::Loaded;
+
+use crate::resources::RESOURCES;
 
 /// Events kept for watches that resume from a resourceVersion; older ones are expired.
 const HISTORY: usize = 10_000;
-
-/// A resource type the server knows.
-pub struct Resource {
-    /// `api/v1` or `apis/GROUP/VERSION`.
-    pub prefix: &'static str,
-    pub plural: &'static str,
-    pub kind: &'static str,
-    pub api_version: &'static str,
-    /// Field selectors the real API server accepts for it (besides metadata.*).
-    pub fields: &'static [&'static str],
-}
-
-pub const RESOURCES: [Resource; 5] = [
-    Resource {
-        prefix: "apis/gateway.networking.x-k8s.io/v1alpha1",
-        plural: "xbackends",
-        kind: "XBackend",
-        api_version: "gateway.networking.x-k8s.io/v1alpha1",
-        fields: &[],
-    },
-    Resource {
-        prefix: "api/v1",
-        plural: "configmaps",
-        kind: "ConfigMap",
-        api_version: "v1",
-        fields: &[],
-    },
-    Resource {
-        prefix: "api/v1",
-        plural: "secrets",
-        kind: "Secret",
-        api_version: "v1",
-        fields: &["type"],
-    },
-    Resource {
-        prefix: "api/v1",
-        plural: "pods",
-        kind: "Pod",
-        api_version: "v1",
-        fields: &["spec.nodeName", "status.phase", "spec.serviceAccountName"],
-    },
-    Resource {
-        prefix: "apis/coordination.k8s.io/v1",
-        plural: "leases",
-        kind: "Lease",
-        api_version: "coordination.k8s.io/v1",
-        fields: &[],
-    },
-];
 
 /// Why a write through the API was refused.
 #[derive(Debug)]
@@ -100,11 +57,6 @@ pub enum Down {
     Refuse,
     /// Every request answered 503.
     Unavailable,
-}
-
-struct Loaded {
-    text: String,
-    objects: Vec<Value>,
 }
 
 pub struct World {
@@ -153,121 +105,6 @@ impl World {
     pub fn oldest_resumable(&self) -> u64 {
         let history = self.history.front().map_or(self.rv, |e| e.rv - 1);
         history.max(self.expired_below)
-    }
-
-    /// Reads the directory again; returns what to print and whether anything changed.
-    pub fn poll(&mut self) -> (Vec<String>, bool) {
-        let mut said = Vec::new();
-        let mut changed = false;
-        let entries = match std::fs::read_dir(&self.dir) {
-            Ok(entries) => entries,
-            Err(e) => {
-                said.push(format!("error {}: {e}", self.dir.display()));
-                return (said, false);
-            }
-        };
-        let mut names: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
-        names.sort();
-        // Control files.
-        let gone = self.dir.join(".gone");
-        if let Ok(text) = std::fs::read_to_string(&gone) {
-            let _ = std::fs::remove_file(&gone);
-            self.gone_mode = if text.trim() == "http" {
-                GoneMode::Http
-            } else {
-                GoneMode::Event
-            };
-            self.rv += 1;
-            self.expired_below = self.rv;
-            self.epoch += 1;
-            said.push(format!("gone rv={} mode={:?}", self.rv, self.gone_mode));
-            changed = true;
-        }
-        let down = match std::fs::read_to_string(self.dir.join(".down")) {
-            Ok(text) if text.trim() == "503" => Some(Down::Unavailable),
-            Ok(_) => Some(Down::Refuse),
-            Err(_) => None,
-        };
-        if down != self.down {
-            match down {
-                Some(mode) => said.push(format!("down {mode:?}")),
-                None => said.push("up".to_owned()),
-            }
-            self.down = down;
-            self.epoch += 1;
-            changed = true;
-        }
-        // Objects.
-        let mut seen_files = Vec::new();
-        for path in names.iter().filter(|p| is_data_file(p)) {
-            seen_files.push(path.clone());
-            let Ok(text) = std::fs::read_to_string(path) else {
-                continue;
-            };
-            if self.files.get(path).is_some_and(|l| l.text == text) {
-                continue;
-            }
-            match parse_file(&text) {
-                Ok(objects) => {
-                    self.files.insert(path.clone(), Loaded { text, objects });
-                }
-                Err(e) => said.push(format!(
-                    "error {}: {e} (keeping its last version)",
-                    path.display()
-                )),
-            }
-        }
-        self.files.retain(|path, _| seen_files.contains(path));
-        let mut desired = BTreeMap::new();
-        for (path, loaded) in &self.files {
-            for object in &loaded.objects {
-                match identify(object) {
-                    Ok((key, value)) => {
-                        desired.insert(key, value);
-                    }
-                    Err(e) => said.push(format!("error {}: {e}", path.display())),
-                }
-            }
-        }
-        if desired != self.raw {
-            said.extend(self.apply(desired));
-            changed = true;
-        }
-        (said, changed)
-    }
-
-    /// Turns the difference into events, one resourceVersion each.
-    fn apply(&mut self, desired: BTreeMap<Key, Value>) -> Vec<String> {
-        let mut said = Vec::new();
-        let removed: Vec<Key> = (self.raw.keys())
-            .filter(|k| !desired.contains_key(*k))
-            .cloned()
-            .collect();
-        for key in removed {
-            self.rv += 1;
-            self.raw.remove(&key);
-            self.statuses.remove(&key);
-            if let Some(mut object) = self.objects.remove(&key) {
-                object["metadata"]["resourceVersion"] = json!(self.rv.to_string());
-                said.push(self.record(&key, "DELETED", object));
-            }
-        }
-        for (key, value) in desired {
-            if self.raw.get(&key) == Some(&value) {
-                continue;
-            }
-            self.rv += 1;
-            let kind = if self.raw.contains_key(&key) {
-                "MODIFIED"
-            } else {
-                "ADDED"
-            };
-            self.raw.insert(key.clone(), value.clone());
-            let served = self.serve(&key, value);
-            self.objects.insert(key.clone(), served.clone());
-            said.push(self.record(&key, kind, served));
-        }
-        said
     }
 
     fn record(&mut self, key: &Key, kind: &'static str, object: Value) -> String {
@@ -410,143 +247,4 @@ fn check_version(current: &Value, body: &Value) -> Result<(), WriteError> {
         }),
         _ => Ok(()),
     }
-}
-
-fn is_data_file(path: &Path) -> bool {
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-    !name.starts_with('.') && name.ends_with(".json")
-}
-
-/// A file holds one object, a JSON array of objects, or a `List`.
-fn parse_file(text: &str) -> Result<Vec<Value>, String> {
-    let value: Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
-    Ok(match value {
-        Value::Array(items) => items,
-        Value::Object(ref fields) if fields.get("kind") == Some(&json!("List")) => {
-            match fields.get("items") {
-                Some(Value::Array(items)) => items.clone(),
-                _ => Vec::new(),
-            }
-        }
-        Value::Null => Vec::new(),
-        other => vec![other],
-    })
-}
-
-/// The key of an object and its normalised form (namespace defaulted; a Secret's
-/// `stringData` merged into `data` as base64, as the API server stores it).
-fn identify(object: &Value) -> Result<(Key, Value), String> {
-    let api_version = object["apiVersion"].as_str().unwrap_or_default();
-    let kind = object["kind"].as_str().unwrap_or_default();
-    let resource = RESOURCES
-        .iter()
-        .position(|r| r.api_version == api_version && r.kind == kind)
-        .ok_or_else(|| format!("unknown apiVersion/kind {api_version}/{kind}"))?;
-    let name = object["metadata"]["name"]
-        .as_str()
-        .filter(|n| !n.is_empty())
-        .ok_or("metadata.name missing")?
-        .to_owned();
-    let namespace = object["metadata"]["namespace"]
-        .as_str()
-        .unwrap_or("default")
-        .to_owned();
-    let mut value = object.clone();
-    value["metadata"]["namespace"] = json!(namespace);
-    if kind == "Secret"
-        && let Some(Value::Object(strings)) =
-            value.as_object_mut().and_then(|o| o.remove("stringData"))
-    {
-        let data = value
-            .as_object_mut()
-            .map(|o| o.entry("data").or_insert_with(|| Value::Object(Map::new())));
-        if let Some(Value::Object(data)) = data {
-            for (key, text) in strings {
-                let text = text.as_str().unwrap_or_default();
-                data.insert(key, json!(base64(text.as_bytes())));
-            }
-        }
-    }
-    Ok(((resource, namespace, name), value))
-}
-
-/// Standard padded base64.
-pub fn base64(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::new();
-    for chunk in bytes.chunks(3) {
-        let b = [
-            chunk[0],
-            *chunk.get(1).unwrap_or(&0),
-            *chunk.get(2).unwrap_or(&0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(char::from(ALPHABET[(n >> (18 - 6 * i)) as usize & 63]));
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
-}
-
-/// A parsed `fieldSelector` or `labelSelector` term.
-#[derive(Debug, Clone)]
-pub enum Term {
-    Equals(String, String),
-    NotEquals(String, String),
-    Exists(String),
-    Absent(String),
-}
-
-/// `a=b,c!=d` (field selectors; label selectors also `k` and `!k`).
-pub fn parse_selector(text: &str) -> Vec<Term> {
-    text.split(',')
-        .map(str::trim)
-        .filter(|t| !t.is_empty())
-        .map(|term| {
-            if let Some((k, v)) = term.split_once("!=") {
-                Term::NotEquals(k.trim().to_owned(), v.trim().to_owned())
-            } else if let Some((k, v)) = term.split_once("==").or_else(|| term.split_once('=')) {
-                Term::Equals(k.trim().to_owned(), v.trim().to_owned())
-            } else if let Some(k) = term.strip_prefix('!') {
-                Term::Absent(k.trim().to_owned())
-            } else {
-                Term::Exists(term.to_owned())
-            }
-        })
-        .collect()
-}
-
-/// The value of a dotted field path, as a string ("" when absent, as the API server does).
-pub fn field(object: &Value, path: &str) -> String {
-    let mut value = object;
-    for part in path.split('.') {
-        value = &value[part];
-    }
-    match value {
-        Value::String(s) => s.clone(),
-        Value::Null => String::new(),
-        other => other.to_string(),
-    }
-}
-
-pub fn matches_fields(object: &Value, terms: &[Term]) -> bool {
-    terms.iter().all(|term| match term {
-        Term::Equals(k, v) => field(object, k) == *v,
-        Term::NotEquals(k, v) => field(object, k) != *v,
-        Term::Exists(_) | Term::Absent(_) => false,
-    })
-}
-
-pub fn matches_labels(object: &Value, terms: &[Term]) -> bool {
-    let labels = &object["metadata"]["labels"];
-    terms.iter().all(|term| match term {
-        Term::Equals(k, v) => labels[k].as_str() == Some(v),
-        Term::NotEquals(k, v) => labels[k].as_str() != Some(v),
-        Term::Exists(k) => labels.get(k).is_some(),
-        Term::Absent(k) => labels.get(k).is_none(),
-    })
 }

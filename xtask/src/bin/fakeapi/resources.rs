@@ -1,0 +1,50 @@
+//! The resource types the fake API server serves, and where each lives in the URL space.
+
+/// A resource type the server knows.
+pub struct Resource {
+    /// `api/v1` or `apis/GROUP/VERSION`.
+    pub prefix: &'static str,
+    pub plural: &'static str,
+    pub kind: &'static str,
+    pub api_version: &'static str,
+    /// Field selectors the real API server accepts for it (besides metadata.*).
+    pub fields: &'static [&'static str],
+}
+
+pub const RESOURCES: [Resource; 5] = [
+    Resource {
+        prefix: "apis/gateway.networking.x-k8s.io/v1alpha1",
+        plural: "xbackends",
+        kind: "XBackend",
+        api_version: "gateway.networking.x-k8s.io/v1alpha1",
+        fields: &[],
+    },
+    Resource {
+        prefix: "api/v1",
+        plural: "configmaps",
+        kind: "ConfigMap",
+        api_version: "v1",
+        fields: &[],
+    },
+    Resource {
+        prefix: "api/v1",
+        plural: "secrets",
+        kind: "Secret",
+        api_version: "v1",
+        fields: &["type"],
+    },
+    Resource {
+        prefix: "api/v1",
+        plural: "pods",
+        kind: "Pod",
+        api_version: "v1",
+        fields: &["spec.nodeName", "status.phase", "spec.serviceAccountName"],
+    },
+    Resource {
+        prefix: "apis/coordination.k8s.io/v1",
+        plural: "leases",
+        kind: "Lease",
+        api_version: "coordination.k8s.io/v1",
+        fields: &[],
+    },
+];
