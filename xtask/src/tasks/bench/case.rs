@@ -1,0 +1,211 @@
+//! One repetition of one case: switching it on (DNAT, or the agent), running its three
+//! workloads and switching it off again.
+
+use std::{path::Path, process::Command};
+
+use anyhow::{Context as _, Result, bail};
+use xtask::netlab::{
+    Bpffs, Topology,
+    agent::{self, Agent, AgentConfig},
+};
+
+use super::{
+    Plan,
+    report::{Case, Results},
+    servers::{self, Dnat, Haproxy, Nginx},
+    tools,
+    wrk::Workload,
+};
+
+/// What one case needs from the test bed.
+pub(super) struct Bed<'a> {
+    pub(super) topology: &'a Topology,
+    pub(super) nginx: &'a Nginx,
+    pub(super) haproxy: Option<&'a Haproxy>,
+    pub(super) dnat: Option<&'a Dnat>,
+    pub(super) bpffs: &'a Bpffs,
+    pub(super) backends: &'a Path,
+    /// What `redirector check` said about the Backend directory, if it objected.
+    pub(super) check_problems: Option<String>,
+}
+
+impl Bed<'_> {
+    /// One repetition of one case: switch it on, run every workload, switch it off.
+    pub(super) fn run_case(
+        &self,
+        plan: &Plan,
+        rep: u32,
+        case: Case,
+        results: &mut Results,
+        agent_threads: &mut Option<u32>,
+    ) -> Result<()> {
+        match case {
+            Case::Direct => {
+                self.ensure_detached()?;
+                self.workloads(plan, rep, case, None, results, || None);
+                Ok(())
+            }
+            Case::Haproxy => {
+                self.ensure_detached()?;
+                let (Some(haproxy), Some(dnat)) = (self.haproxy, self.dnat) else {
+                    bail!("HAProxy is not running");
+                };
+                dnat.enable()?;
+                self.workloads(plan, rep, case, Some(haproxy.pid()), results, || None);
+                dnat.disable()
+            }
+            Case::Redirector => self.run_redirector(plan, rep, results, agent_threads),
+        }
+    }
+
+    /// The agent lives for one repetition: started, measured, stopped and uninstalled, so
+    /// the other cases run with no program attached to the pod cgroup.
+    fn run_redirector(
+        &self,
+        plan: &Plan,
+        rep: u32,
+        results: &mut Results,
+        agent_threads: &mut Option<u32>,
+    ) -> Result<()> {
+        let pins = self.bpffs.path().join("redirector");
+        let mut config = AgentConfig::new(self.backends, &pins);
+        // Outside the pod cgroup, so it is found by its command line and measured alone.
+        config.in_pod_cgroup = false;
+        let agent = Agent::start(self.topology, &config).map_err(|e| {
+            let mut reason = format!("the agent did not start: {e:#}");
+            if let Some(problems) = &self.check_problems {
+                reason.push_str(&format!(" (redirector check: {problems})"));
+            }
+            anyhow::anyhow!(reason)
+        })?;
+        let pins_text = pins.display().to_string();
+        let pids = servers::find_redirector(&pins_text);
+        let [pid] = pids[..] else {
+            bail!(
+                "expected one redirector process with {pins_text} in its command line, found {pids:?}"
+            );
+        };
+        *agent_threads = servers::threads(pid);
+        let hint = || {
+            let mut hints: Vec<String> = Vec::new();
+            for line in agent.logs() {
+                let Some(message) = log_message(&line) else {
+                    continue;
+                };
+                if !hints.contains(&message) {
+                    hints.push(message);
+                }
+                if hints.len() == 2 {
+                    break;
+                }
+            }
+            if let Some(problems) = &self.check_problems {
+                hints.push(format!("redirector check: {problems}"));
+            }
+            (!hints.is_empty()).then(|| format!("agent: {}", hints.join(" / ")))
+        };
+        self.workloads(plan, rep, Case::Redirector, Some(pid), results, hint);
+        let finished = agent.terminate()?;
+        if !finished.status.success() {
+            bail!("the agent exited with {} on SIGTERM", finished.status);
+        }
+        let out = agent::redirector(&["uninstall", "--bpffs", &pins_text])?;
+        if !out.status.success() {
+            bail!(
+                "redirector uninstall failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        self.ensure_detached()
+    }
+
+    /// Runs the three workloads of `case`; stops at the first run in which not one request
+    /// succeeded (the case does not work, and more runs would only cost time).
+    fn workloads(
+        &self,
+        plan: &Plan,
+        rep: u32,
+        case: Case,
+        proxy_pid: Option<u32>,
+        results: &mut Results,
+        hint: impl Fn() -> Option<String>,
+    ) {
+        for workload in Workload::ALL {
+            println!("--- {} · {}", case.label(), workload.label());
+            match self.wrk(plan, rep, case, workload, proxy_pid) {
+                Ok(sample) => match sample.wrk.problem() {
+                    None => results.record(case, workload, Ok(sample)),
+                    Some(problem) => {
+                        let reason = match hint() {
+                            Some(hint) => format!("{problem}; {hint}"),
+                            None => problem,
+                        };
+                        if sample.wrk.nothing_worked() {
+                            results.give_up(case, reason);
+                            return;
+                        }
+                        results.record(case, workload, Err(reason));
+                    }
+                },
+                Err(e) => {
+                    results.give_up(case, format!("{e:#}"));
+                    return;
+                }
+            }
+        }
+    }
+    /// Fails if any program is attached to the pod cgroup (checked with bpftool when it is
+    /// installed): the reference cases must run without the agent's hooks.
+    pub(super) fn ensure_detached(&self) -> Result<()> {
+        let Some(bpftool) = tools::which("bpftool") else {
+            return Ok(());
+        };
+        let out = Command::new(bpftool)
+            .args(["cgroup", "show"])
+            .arg(self.topology.pod_cgroup.path())
+            .output()
+            .context("cannot run bpftool")?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let attached: Vec<&str> = text
+            .lines()
+            .skip_while(|l| !l.trim_start().starts_with("ID"))
+            .skip(1)
+            .filter(|l| !l.trim().is_empty())
+            .collect();
+        if !attached.is_empty() {
+            bail!(
+                "programs are still attached to the pod cgroup: {}",
+                attached.join("; ")
+            );
+        }
+        Ok(())
+    }
+}
+
+/// The message of an agent WARN or ERROR log line, without the timestamp and with the
+/// peer's port cut (so repeated lines for different connections compare equal).
+fn log_message(line: &str) -> Option<String> {
+    let at = line.find(" WARN ").or_else(|| line.find(" ERROR "))?;
+    let message = line[at..].trim();
+    let message = match message.find(" peer=") {
+        Some(cut) => &message[..cut],
+        None => message,
+    };
+    Some(message.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn agent_log_messages() {
+        let line = "2026-11-23T01:43:19.125Z  WARN redirector::proxy::connection: refused: TLS \
+                    peer=10.200.1.2:10914 reason=\"x\"";
+        assert_eq!(
+            log_message(line).as_deref(),
+            Some("WARN redirector::proxy::connection: refused: TLS")
+        );
+        assert_eq!(log_message("2026 INFO ready: ok"), None);
+    }
+}

@@ -1,0 +1,145 @@
+//! What the report says besides the numbers: machine and versions, load average, setup
+//! lines and the exact wrk commands.
+
+use std::{path::Path, process::Command};
+
+use super::{
+    HAPROXY_PORT, Plan,
+    report::Case,
+    servers::{HOSTNAME, Haproxy, Nginx},
+    tools::{self, Tools},
+    workspace_root,
+    wrk::Workload,
+};
+
+/// The first three fields of /proc/loadavg.
+pub(super) fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|t| t.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+/// The setup lines of the report.
+pub(super) fn describe(plan: &Plan, nginx: &Nginx, haproxy: Option<&Haproxy>) -> Vec<String> {
+    let nat = match &plan.tools.nat {
+        tools::NatTool::Iptables(_) => "iptables",
+        tools::NatTool::Nft(_) => "nft",
+    };
+    let mut lines = vec![
+        "namespaces pod (10.200.1.2, wrk in the pod cgroup) → node (10.200.1.1; HAProxy, agent) → \
+         ext (10.200.2.2, nginx); `api.redirector.test` → 10.200.2.2 in the pod's and node's hosts files"
+            .to_owned(),
+        format!(
+            "nginx: `worker_processes 1`, `listen 10.200.2.2:443 ssl`, TLS 1.2 + 1.3, keepalive_requests \
+             100000, static /1k (1024 B) and /1m (1 MiB); ECDSA P-256 certificate for {HOSTNAME} from an \
+             rcgen test CA ({} processes: master + worker); config: bench/nginx.conf.tmpl",
+            nginx.pids().len()
+        ),
+        format!(
+            "HAProxy: `nbthread 1`, mode tcp, listens on 10.200.1.1:{HAPROXY_PORT}, \
+             `server 10.200.2.2:443 ssl verify required ca-file ca.crt sni str({HOSTNAME}) alpn http/1.1`; \
+             the pod's connects to 10.200.2.2:443 reach it by a DNAT rule ({nat}, pod netns, OUTPUT) that \
+             exists only during the HAProxy runs; config: bench/haproxy.cfg.tmpl"
+        ),
+        "redirector: `redirector run` (release build) in the node, Backend `bench/api` for \
+         api.redirector.test:443, protocol HTTP, `tls.mode: ServerOnly` verified against the CA \
+         ConfigMap `bench/api-ca`; started, measured, stopped and uninstalled in every repetition, so \
+         no program is attached to the pod cgroup during the other cases; Backend: bench/backend.yaml.tmpl"
+            .to_owned(),
+        "conntrack is on in the pod namespace for every case (the nat hook stays installed, as on a \
+         Kubernetes node); pod and node: ip_local_port_range 1024-65535, tcp_tw_reuse=1"
+            .to_owned(),
+    ];
+    if haproxy.is_none() {
+        lines.push("HAProxy did not start (see its row)".to_owned());
+    }
+    lines
+}
+
+/// The exact wrk command lines, in run order.
+pub(super) fn commands(plan: &Plan) -> Vec<String> {
+    let mut lines = Vec::new();
+    for case in Case::ALL {
+        lines.push(format!("# {}", case.label()));
+        for workload in Workload::ALL {
+            let args: Vec<String> = workload
+                .args(plan.duration_s, case.base_url())
+                .into_iter()
+                .map(|a| if a.contains(' ') { format!("'{a}'") } else { a })
+                .collect();
+            lines.push(format!("wrk {}", args.join(" ")));
+        }
+    }
+    lines
+}
+
+/// Machine and software versions for the report header.
+pub(super) fn machine(
+    tools: &Tools,
+    redirector: Option<&Path>,
+    custom_bin: bool,
+) -> Vec<(String, String)> {
+    let read = |path: &str| {
+        std::fs::read_to_string(path)
+            .map(|s| s.trim().to_owned())
+            .unwrap_or_else(|_| "unknown".into())
+    };
+    let cpu_model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find_map(|l| l.strip_prefix("model name"))
+                .map(|l| l.trim_start_matches([' ', '\t', ':']).to_owned())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let nproc = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let date = Command::new("date")
+        .args(["-u", "+%Y-%m-%d %H:%M UTC"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_default();
+    let git = |args: &[&str]| {
+        Command::new("git")
+            .args(args)
+            .current_dir(workspace_root())
+            .output()
+            .ok()
+    };
+    let rev = git(&["rev-parse", "--short", "HEAD"])
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_default();
+    let dirty = git(&[
+        "status",
+        "--porcelain",
+        "--",
+        "redirector",
+        "redirector-common",
+        "redirector-ebpf",
+    ])
+    .is_some_and(|o| !o.stdout.is_empty());
+    let redirector = match redirector {
+        Some(bin) if custom_bin => format!(
+            "{} (given with --redirector-bin; the workspace is at commit {rev})",
+            bin.display()
+        ),
+        Some(bin) => format!(
+            "commit {rev}{} ({})",
+            if dirty { " + uncommitted changes" } else { "" },
+            bin.display()
+        ),
+        None => format!("commit {rev} (no binary: the build failed)"),
+    };
+    vec![
+        ("date".into(), date),
+        ("machine".into(), format!("{nproc} CPUs ({cpu_model}), kernel {}", read("/proc/sys/kernel/osrelease"))),
+        ("redirector".into(), redirector),
+        ("nginx".into(), tools::version(&tools.nginx, "-v")),
+        ("HAProxy".into(), tools::version(&tools.haproxy, "-v")),
+        ("wrk".into(), tools::version(&tools.wrk, "-v")),
+        (
+            "note".into(),
+            "client, proxy and server share these CPUs: compare cases with each other, not with other machines"
+                .into(),
+        ),
+    ]
+}

@@ -1,0 +1,53 @@
+//! One wrk run from the pod, and the CPU the proxy and nginx spent during it (from
+//! /proc/<pid>/stat before and after).
+
+use anyhow::{Result, bail};
+use xtask::netlab::ChildGuard;
+
+use super::{
+    Plan,
+    case::Bed,
+    report::{Case, Sample},
+    servers,
+    wrk::{self, Workload},
+};
+
+impl Bed<'_> {
+    /// One wrk run from the pod, with the CPU the proxy and nginx spent during it.
+    pub(super) fn wrk(
+        &self,
+        plan: &Plan,
+        rep: u32,
+        case: Case,
+        workload: Workload,
+        proxy_pid: Option<u32>,
+    ) -> Result<Sample> {
+        let nginx_pids = self.nginx.pids();
+        let cpu =
+            |pids: &[u32]| -> Result<f64> { pids.iter().map(|&p| servers::cpu_seconds(p)).sum() };
+        let proxy_before = proxy_pid.map(servers::cpu_seconds).transpose()?;
+        let nginx_before = cpu(&nginx_pids)?;
+        let mut command = self.topology.spawn_in_pod(
+            &plan.tools.wrk,
+            workload.args(plan.duration_s, case.base_url()),
+        );
+        let mut child = ChildGuard::spawn("wrk", &mut command)?;
+        let finished = child.finish(plan.wrk_timeout())?;
+        let proxy_after = proxy_pid.map(servers::cpu_seconds).transpose()?;
+        let nginx_after = cpu(&nginx_pids)?;
+        if !finished.status.success() {
+            bail!(
+                "wrk exited with {}: {}",
+                finished.status,
+                finished.stderr.join(" ")
+            );
+        }
+        let report = wrk::parse(&finished.stdout.join("\n"))?;
+        Ok(Sample {
+            rep,
+            wrk: report,
+            proxy_cpu_s: proxy_before.zip(proxy_after).map(|(b, a)| a - b),
+            nginx_cpu_s: nginx_after - nginx_before,
+        })
+    }
+}

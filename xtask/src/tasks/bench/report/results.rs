@@ -1,0 +1,155 @@
+//! What was measured: the three cases, every run of every (case, workload), and the
+//! medians the report is made of.
+
+use super::format::one_line;
+use super::wrk::{self, Workload};
+
+/// The three ways from the pod to the service.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Case {
+    /// wrk speaks TLS to nginx itself: the floor no proxy can beat.
+    Direct,
+    /// Plaintext to HAProxy (via DNAT), which originates TLS.
+    Haproxy,
+    /// Plaintext, redirected by the agent's eBPF hooks to its proxy, which originates TLS.
+    Redirector,
+}
+
+impl Case {
+    pub const ALL: [Case; 3] = [Case::Direct, Case::Haproxy, Case::Redirector];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Case::Direct => "direct TLS (wrk → nginx)",
+            Case::Haproxy => "HAProxy (nbthread 1)",
+            Case::Redirector => "redirector",
+        }
+    }
+
+    /// The URL prefix the client uses: the same host and port for all three, plaintext
+    /// for the two proxies.
+    pub fn base_url(self) -> &'static str {
+        match self {
+            Case::Direct => "https://api.redirector.test",
+            Case::Haproxy | Case::Redirector => "http://api.redirector.test:443",
+        }
+    }
+
+    pub(super) fn index(self) -> usize {
+        match self {
+            Case::Direct => 0,
+            Case::Haproxy => 1,
+            Case::Redirector => 2,
+        }
+    }
+}
+
+pub(super) fn workload_index(w: Workload) -> usize {
+    match w {
+        Workload::Keepalive => 0,
+        Workload::Close => 1,
+        Workload::Bulk => 2,
+    }
+}
+
+/// One wrk run that could be counted.
+#[derive(Debug, Clone)]
+pub struct Sample {
+    pub rep: u32,
+    pub wrk: wrk::Report,
+    /// CPU seconds the proxy process spent during the run (none for the direct case).
+    pub proxy_cpu_s: Option<f64>,
+    /// CPU seconds nginx (master + worker) spent during the run.
+    pub nginx_cpu_s: f64,
+}
+
+/// Everything measured, by case and workload.
+#[derive(Debug, Default)]
+pub struct Results {
+    /// [case][workload]: the samples, a failed run as its reason.
+    pub(super) runs: [[Vec<Result<Sample, String>>; 3]; 3],
+    /// Why a case was given up (it cannot run at all).
+    pub(super) dead: [Option<String>; 3],
+}
+
+impl Results {
+    pub fn record(&mut self, case: Case, workload: Workload, run: Result<Sample, String>) {
+        self.runs[case.index()][workload_index(workload)].push(run);
+    }
+
+    pub fn give_up(&mut self, case: Case, reason: String) {
+        let slot = &mut self.dead[case.index()];
+        if slot.is_none() {
+            *slot = Some(one_line(&reason));
+        }
+    }
+
+    pub fn is_dead(&self, case: Case) -> bool {
+        self.dead[case.index()].is_some()
+    }
+
+    /// Whether the case produced a usable number for every workload.
+    pub fn complete(&self, case: Case) -> bool {
+        !self.is_dead(case) && Workload::ALL.iter().all(|&w| self.cell(case, w).is_ok())
+    }
+
+    /// The successful samples, or the first failure (a workload with any failed run is
+    /// reported failed: a proxy that drops requests has no throughput to speak of).
+    pub(super) fn cell(&self, case: Case, workload: Workload) -> Result<Vec<&Sample>, String> {
+        if let Some(reason) = &self.dead[case.index()] {
+            return Err(reason.clone());
+        }
+        let runs = &self.runs[case.index()][workload_index(workload)];
+        if let Some(Err(reason)) = runs.iter().find(|r| r.is_err()) {
+            return Err(reason.clone());
+        }
+        let samples: Vec<&Sample> = runs.iter().filter_map(|r| r.as_ref().ok()).collect();
+        if samples.is_empty() {
+            return Err("not run".into());
+        }
+        Ok(samples)
+    }
+
+    /// Median of `f` over the case's samples of `workload`.
+    pub(super) fn median(
+        &self,
+        case: Case,
+        workload: Workload,
+        f: impl Fn(&Sample) -> Option<f64>,
+    ) -> Option<f64> {
+        let samples = self.cell(case, workload).ok()?;
+        median(samples.iter().filter_map(|s| f(s)).collect())
+    }
+}
+
+/// The middle value (mean of the two middle ones for an even count).
+pub fn median(mut values: Vec<f64>) -> Option<f64> {
+    if values.is_empty() {
+        return None;
+    }
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    Some(if n % 2 == 1 {
+        values[n / 2]
+    } else {
+        (values[n / 2 - 1] + values[n / 2]) / 2.0
+    })
+}
+
+/// CPU seconds per 10,000 requests.
+pub(super) fn per_10k(cpu_s: Option<f64>, requests: u64) -> Option<f64> {
+    let cpu = cpu_s?;
+    (requests > 0).then(|| cpu / requests as f64 * 10_000.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn medians() {
+        assert_eq!(median(vec![3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(vec![4.0, 1.0, 2.0, 3.0]), Some(2.5));
+        assert_eq!(median(vec![]), None);
+    }
+}
