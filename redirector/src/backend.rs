@@ -20,7 +20,7 @@ mod validate;
     unused_imports,
     reason = "public surface; consumers arrive incrementally"
 )]
-pub use directory::{Catalog, DirectoryError, DirectoryLoader, Problem, load};
+pub use directory::{Catalog, DirectoryError, DirectoryLoader, Problem, load, located};
 #[allow(
     unused_imports,
     reason = "public surface; consumers arrive incrementally"

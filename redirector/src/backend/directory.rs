@@ -176,30 +176,34 @@ impl Failure {
     }
 }
 
-/// A parse error at its path. serde reports a missing field at its parent
-/// (`spec.port: missing field "port"`); it is moved to the field itself
-/// (`spec.port.port: required`) so that every required-field message reads the same.
+/// A parse error at its path (see [`located`]).
 impl From<serde_path_to_error::Error<serde_yaml_ng::Error>> for Failure {
     fn from(e: serde_path_to_error::Error<serde_yaml_ng::Error>) -> Self {
-        let path = e.path().to_string();
-        let parent = (path != ".").then_some(path);
-        let message = e.into_inner().to_string();
-        let missing = message
-            .strip_prefix("missing field `")
-            .and_then(|rest| rest.strip_suffix('`'));
-        match missing {
-            Some(name) => Self {
-                field: Some(match parent {
-                    Some(parent) => format!("{parent}.{name}"),
-                    None => name.to_owned(),
-                }),
-                message: "required".to_owned(),
-            },
-            None => Self {
-                field: parent,
-                message,
-            },
+        let (field, message) = located(e);
+        Self { field, message }
+    }
+}
+
+/// A parse error (YAML from a file, JSON from the API server) as (field path, message).
+/// serde reports a missing field at its parent (`spec.port: missing field "port"`); it is
+/// moved to the field itself (`spec.port.port: required`) so that every required-field
+/// message reads the same, whichever the source.
+pub fn located<E: fmt::Display>(e: serde_path_to_error::Error<E>) -> (Option<String>, String) {
+    let path = e.path().to_string();
+    let parent = (path != ".").then_some(path);
+    let message = e.into_inner().to_string();
+    let missing = message
+        .strip_prefix("missing field `")
+        .and_then(|rest| rest.strip_suffix('`'));
+    match missing {
+        Some(name) => {
+            let field = match parent {
+                Some(parent) => format!("{parent}.{name}"),
+                None => name.to_owned(),
+            };
+            (Some(field), "required".to_owned())
         }
+        None => (parent, message),
     }
 }
 

@@ -75,28 +75,7 @@ fn parse(object: &DynamicObject) -> Result<XBackend, (Option<String>, String)> {
                 .or_insert_with(|| Value::String(default.to_owned()));
         }
     }
-    serde_path_to_error::deserialize(value).map_err(located)
-}
-
-/// A parse error at its field. As in the directory source, a missing field is reported at
-/// the field itself (`spec.port.port: required`), not at its parent.
-fn located(e: serde_path_to_error::Error<serde_json::Error>) -> (Option<String>, String) {
-    let path = e.path().to_string();
-    let parent = (path != ".").then_some(path);
-    let message = e.into_inner().to_string();
-    let missing = message
-        .strip_prefix("missing field `")
-        .and_then(|rest| rest.strip_suffix('`'));
-    match missing {
-        Some(name) => {
-            let field = match parent {
-                Some(parent) => format!("{parent}.{name}"),
-                None => name.to_owned(),
-            };
-            (Some(field), "required".to_owned())
-        }
-        None => (parent, message),
-    }
+    serde_path_to_error::deserialize(value).map_err(backend::located)
 }
 
 /// The ConfigMaps and Secrets a Backend needs: its CA bundles and client certificate.
