@@ -8,7 +8,12 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 /// Transparent egress redirector: sends connects to declared external services
 /// (Gateway API XBackend objects) through a local proxy that enforces the Backend's TLS.
 #[derive(Debug, Parser)]
-#[command(version, propagate_version = true)]
+#[command(
+    version,
+    propagate_version = true,
+    after_help = "Log levels: REDIRECTOR_LOG takes tracing filter directives (default \
+                  `info`; e.g. REDIRECTOR_LOG=redirector=debug)."
+)]
 pub struct Cli {
     /// Log format: human-readable text, or one JSON object per line for collectors.
     #[arg(long, value_enum, default_value_t = LogFormat::Text, global = true)]

@@ -51,9 +51,11 @@ pub(super) enum Object {
 /// the next document really starts, so nothing after it can be trusted, and a
 /// half-loaded file would be harder to reason about than a refused one.
 pub(super) fn parse(file: &Path) -> ParsedFile {
+    // Names the file on the debug lines of the documents below.
+    let _file = tracing::debug_span!("parse", file = %file.display()).entered();
     let text = fs::read_to_string(file).map_err(|e| format!("cannot read: {e}"))?;
     let values = split_documents(&text).map_err(|e| format!("invalid YAML: {e}"))?;
-    tracing::debug!(file = %file.display(), documents = values.len(), "parsing");
+    tracing::debug!(documents = values.len(), "parsing");
     let mut documents = Vec::new();
     for (i, value) in values.into_iter().enumerate() {
         document(&mut documents, format!("document {}", i + 1), value);
