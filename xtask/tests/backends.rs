@@ -3,39 +3,18 @@
 
 mod support;
 
-use support::{Bed, ECHO_BACKEND};
-use xtask::netlab::{NODE_EXT_V4, agent::redirector};
-
-/// Two good Backends and, between them, one with an out-of-range port.
-const WITH_ONE_BROKEN: &str = r#"
-apiVersion: gateway.networking.x-k8s.io/v1alpha1
-kind: XBackend
-metadata: {name: echo, namespace: demo}
-spec:
-  type: ExternalHostname
-  externalHostname: {hostname: echo.redirector.test}
-  port: {port: 8080}
----
-apiVersion: gateway.networking.x-k8s.io/v1alpha1
-kind: XBackend
-metadata: {name: broken, namespace: demo}
-spec:
-  type: ExternalHostname
-  externalHostname: {hostname: other.redirector.test}
-  port: {port: 70000}
----
-apiVersion: gateway.networking.x-k8s.io/v1alpha1
-kind: XBackend
-metadata: {name: api, namespace: demo}
-spec:
-  type: ExternalHostname
-  externalHostname: {hostname: api.redirector.test}
-  port: {port: 9090}
-"#;
+use support::{Bed, ECHO_BACKEND, fixtures::xbackend};
+use xtask::netlab::agent::redirector;
 
 #[test]
 fn a_broken_object_is_named_and_the_good_ones_still_load() {
-    let bed = Bed::new(WITH_ONE_BROKEN);
+    // Two good Backends and, between them, one with an out-of-range port.
+    let with_one_broken = [
+        xbackend("demo", "echo", "echo.redirector.test", 8080),
+        xbackend("demo", "broken", "other.redirector.test", 70000),
+        xbackend("demo", "api", "api.redirector.test", 9090),
+    ];
+    let bed = Bed::new(&with_one_broken.join("---\n"));
     let dir = bed.backends.path().display().to_string();
 
     let check = redirector(&["check", &dir]).expect("check");
@@ -57,14 +36,7 @@ fn a_broken_object_is_named_and_the_good_ones_still_load() {
     let skipped: Vec<&String> = logs.iter().filter(|l| l.contains("skipped")).collect();
     assert_eq!(skipped.len(), 1, "{logs:#?}");
     assert!(skipped[0].contains("demo/broken") && skipped[0].contains("spec.port.port"));
-    let reply = bed.connect("echo.redirector.test:8080", &["-4"]);
-    assert!(reply.ok(), "{:?}", reply.json);
-    assert!(
-        reply
-            .seen_by_server()
-            .unwrap_or_default()
-            .starts_with(&format!("{NODE_EXT_V4}:"))
-    );
+    assert!(bed.via_proxy("echo.redirector.test:8080"));
 }
 
 #[test]
@@ -80,21 +52,10 @@ fn check_accepts_a_valid_directory() {
 
 #[test]
 fn a_tls_backend_never_sends_plaintext_to_a_server_that_does_not_speak_tls() {
-    let tls_backend = r#"
-apiVersion: gateway.networking.x-k8s.io/v1alpha1
-kind: XBackend
-metadata: {name: api, namespace: demo}
-spec:
-  type: ExternalHostname
-  externalHostname: {hostname: api.redirector.test}
-  port: {port: 8080}
-  tls:
-    mode: ServerOnly
-    validation:
-      hostname: api.redirector.test
-      wellKnownCACertificates: System
-"#;
-    let bed = Bed::new(tls_backend);
+    let tls_backend = xbackend("demo", "api", "api.redirector.test", 8080)
+        + "  tls:\n    mode: ServerOnly\n    validation:\n      \
+           hostname: api.redirector.test\n      wellKnownCACertificates: System\n";
+    let bed = Bed::new(&tls_backend);
     let mut agent = bed.agent();
     // The server on :8080 is plain TCP: it receives a ClientHello, answers garbage, and
     // the handshake fails. The client's "hello" must never reach it.

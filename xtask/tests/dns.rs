@@ -6,26 +6,20 @@ mod support;
 
 use std::path::PathBuf;
 
-use support::{Bed, PROBE};
+use support::{Bed, fixtures::xbackend};
 use xtask::netlab::{
     ChildGuard, EXT_V4,
     agent::{Agent, AgentConfig},
-    probe::ProbeServer,
 };
 
 const FAKEDNS: &str = env!("CARGO_BIN_EXE_fakedns");
 /// An address on ext besides EXT_V4, for the answer to move to.
 const SECOND_V4: &str = "10.200.2.3";
 
-const DYN_BACKEND: &str = r#"
-apiVersion: gateway.networking.x-k8s.io/v1alpha1
-kind: XBackend
-metadata: {name: dyn, namespace: demo}
-spec:
-  type: ExternalHostname
-  externalHostname: {hostname: dyn.redirector.test}
-  port: {port: 8080}
-"#;
+/// `demo/dyn`: dyn.redirector.test:8080, resolved by fakedns.
+fn dyn_backend() -> String {
+    xbackend("demo", "dyn", "dyn.redirector.test", 8080)
+}
 
 struct Dns {
     zone: PathBuf,
@@ -69,7 +63,7 @@ fn agent(bed: &Bed) -> Agent {
 
 #[test]
 fn answers_move_by_ttl_and_old_addresses_linger_for_the_grace_period() {
-    let bed = Bed::new(DYN_BACKEND);
+    let bed = Bed::new(&dyn_backend());
     bed.topo
         .ext
         .ip([
@@ -106,8 +100,8 @@ fn answers_move_by_ttl_and_old_addresses_linger_for_the_grace_period() {
 
 #[test]
 fn resolution_failures_keep_the_last_good_addresses() {
-    let bed = Bed::new(DYN_BACKEND);
-    let _unused = ProbeServer::start(PROBE.as_ref(), &bed.topo.ext, "[::]:9090").expect("server");
+    let bed = Bed::new(&dyn_backend());
+    let _unused = bed.serve("[::]:9090");
     let mut dns = Dns::start(&bed, &format!("dyn.redirector.test 1 {EXT_V4}\n"));
     let mut agent = agent(&bed);
     dns.set("dyn.redirector.test SERVFAIL\n");

@@ -8,24 +8,15 @@
 mod support;
 
 use support::{
-    Bed, ECHO_BACKEND, PROBE,
+    Bed, ECHO_BACKEND,
     fakeapi::{FakeApi, documents},
+    fixtures::{admin_ok, other_backend, wait_for_map_update},
     tls::{API_HOST, API_TARGET, ApiBackend, Ca, TlsServer},
 };
-use xtask::netlab::{agent::Agent, probe::ProbeServer};
+use xtask::netlab::agent::Agent;
 
 const NODE: &str = "node1";
 const XBACKENDS: &str = "/apis/gateway.networking.x-k8s.io/v1alpha1/xbackends";
-
-const OTHER_BACKEND: &str = r#"
-apiVersion: gateway.networking.x-k8s.io/v1alpha1
-kind: XBackend
-metadata: {name: other, namespace: demo}
-spec:
-  type: ExternalHostname
-  externalHostname: {hostname: other.redirector.test}
-  port: {port: 9090}
-"#;
 
 /// A bed whose Backends come from the fake API server.
 /// Field order is drop order: the agent first, the namespaces last.
@@ -41,13 +32,8 @@ impl KubeBed {
         // No Backend files: everything comes from the API.
         let bed = Bed::new("");
         let api = FakeApi::start(&bed.topo.node, objects);
-        let mut config = bed.config();
-        config.extra_args = api.agent_args(NODE);
-        // The source is under test here, not per-namespace scoping: the test pod is no
-        // pod the API knows, so every Backend must apply to it.
-        config
-            .extra_args
-            .extend(["--backend-scope".to_owned(), "cluster".to_owned()]);
+        // The source is under test here, not per-namespace scoping.
+        let config = bed.kube_config(api.agent_args(NODE));
         let agent = Agent::start(&bed.topo, &config).expect("agent");
         KubeBed { agent, api, bed }
     }
@@ -75,12 +61,7 @@ impl KubeBed {
     }
 
     fn wait_for_map_update(&mut self, what: &str) -> String {
-        let line = self
-            .agent
-            .wait_for_log("Backend address map updated")
-            .expect("map update");
-        assert!(line.contains(what), "expected {what} in {line}");
-        line
+        wait_for_map_update(&mut self.agent, what)
     }
 }
 
@@ -129,20 +110,21 @@ spec: {nodeName: node2}
 #[test]
 fn backends_added_modified_and_deleted_through_the_api() {
     let mut t = KubeBed::new(ECHO_BACKEND);
-    let _servers = ["[::]:9090", "[::]:9091"]
-        .map(|addr| ProbeServer::start(PROBE.as_ref(), &t.bed.topo.ext, addr).expect("server"));
+    let _servers = ["[::]:9090", "[::]:9091"].map(|addr| t.bed.serve(addr));
     assert!(
         !t.via_proxy("other.redirector.test:9090"),
         "not declared yet"
     );
 
-    t.api.apply("other", OTHER_BACKEND);
+    t.api.apply("other", &other_backend());
     t.wait_for_map_update("added=2");
     assert!(t.via_proxy("other.redirector.test:9090"));
 
     // Modify: other moves to port 9091.
-    t.api
-        .apply("other", &OTHER_BACKEND.replace("port: 9090", "port: 9091"));
+    t.api.apply(
+        "other",
+        &other_backend().replace("port: 9090", "port: 9091"),
+    );
     t.wait_for_map_update("removed=2");
     assert!(t.via_proxy("other.redirector.test:9091"));
     assert!(!t.via_proxy("other.redirector.test:9090"));
@@ -308,8 +290,7 @@ fn client_secret_appearing_and_disappearing() {
 
 fn watch_restarts_after_410(http: bool) {
     let mut t = KubeBed::new(ECHO_BACKEND);
-    let _other_server =
-        ProbeServer::start(PROBE.as_ref(), &t.bed.topo.ext, "[::]:9090").expect("server");
+    let _other_server = t.bed.serve("[::]:9090");
     t.api.wait_for(&format!("watch {XBACKENDS}?"));
     t.api.expire(http);
     if http {
@@ -323,7 +304,7 @@ fn watch_restarts_after_410(http: bool) {
     assert!(t.via_proxy("echo.redirector.test:8080"), "nothing was lost");
 
     // A change made after the 410 is picked up.
-    t.api.apply("other", OTHER_BACKEND);
+    t.api.apply("other", &other_backend());
     t.wait_for_map_update("added=2");
     assert!(t.via_proxy("other.redirector.test:9090"));
     // The relist itself changed nothing, so no catalog was sent for it: one catalog at
@@ -344,8 +325,7 @@ fn watch_restarts_after_410_gone_on_the_watch_request() {
 #[test]
 fn api_server_down_keeps_the_datapath_and_catches_up_afterwards() {
     let mut t = KubeBed::new(ECHO_BACKEND);
-    let _other_server =
-        ProbeServer::start(PROBE.as_ref(), &t.bed.topo.ext, "[::]:9090").expect("server");
+    let _other_server = t.bed.serve("[::]:9090");
     t.api.wait_for(&format!("watch {XBACKENDS}?"));
 
     t.api.down();
@@ -359,7 +339,7 @@ fn api_server_down_keeps_the_datapath_and_catches_up_afterwards() {
         "the last good state stays in force"
     );
     // A change while the agent cannot see it...
-    t.api.apply("other", OTHER_BACKEND);
+    t.api.apply("other", &other_backend());
     t.api.wait_for("event ADDED xbackends demo/other");
     assert!(t.via_proxy("echo.redirector.test:8080"));
     assert!(!t.via_proxy("other.redirector.test:9090"));
@@ -381,25 +361,12 @@ fn api_server_down_keeps_the_datapath_and_catches_up_afterwards() {
     assert!(t.via_proxy("echo.redirector.test:8080"));
 }
 
-/// `GET http://127.0.0.1:15000{path}` from inside the node: whether it answered 2xx.
-fn admin_ok(bed: &Bed, path: &str) -> bool {
-    let out = (bed.topo.node.exec(PROBE))
-        .args(["get", "127.0.0.1:15000", path])
-        .output()
-        .expect("run netprobe get");
-    out.status.success()
-}
-
 #[test]
 fn liveness_answers_while_the_api_server_is_down_at_start_and_readiness_waits_for_the_sync() {
     let bed = Bed::new("");
     let mut api = FakeApi::start(&bed.topo.node, ECHO_BACKEND);
     api.down();
-    let mut config = bed.config();
-    config.extra_args = api.agent_args(NODE);
-    config
-        .extra_args
-        .extend(["--backend-scope".to_owned(), "cluster".to_owned()]);
+    let config = bed.kube_config(api.agent_args(NODE));
     let mut agent = Agent::spawn(&bed.topo, &config).expect("agent");
     // Logged after the admin listener is bound and before the first list.
     agent

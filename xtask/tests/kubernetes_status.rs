@@ -20,6 +20,7 @@ use serde_json::Value;
 use support::{
     Bed, ECHO_BACKEND,
     fakeapi::FakeApi,
+    fixtures::{other_backend, xbackend},
     tls::{ApiBackend, Ca},
 };
 use xtask::netlab::agent::Agent;
@@ -31,47 +32,10 @@ const CONTROLLER: &str = "redirector.dev/node-agent";
 /// saw the last renewal: comfortably under this.
 const EXPIRY_TIMEOUT: Duration = Duration::from_secs(60);
 
-const OTHER_BACKEND: &str = r#"
-apiVersion: gateway.networking.x-k8s.io/v1alpha1
-kind: XBackend
-metadata: {name: other, namespace: demo}
-spec:
-  type: ExternalHostname
-  externalHostname: {hostname: other.redirector.test}
-  port: {port: 9090}
-"#;
-
-/// Valid, but its hostname resolves nowhere (the node's resolver is 127.0.0.1, where
-/// nothing answers): a node-local problem, which must not show in status.
-const UNRESOLVABLE_BACKEND: &str = r#"
-apiVersion: gateway.networking.x-k8s.io/v1alpha1
-kind: XBackend
-metadata: {name: nowhere, namespace: demo}
-spec:
-  type: ExternalHostname
-  externalHostname: {hostname: nowhere.redirector.test}
-  port: {port: 9090}
-"#;
-
-/// Rejected by the agent's validation (stricter than the CRD: no IP literals).
-const LITERAL_BACKEND: &str = r#"
-apiVersion: gateway.networking.x-k8s.io/v1alpha1
-kind: XBackend
-metadata: {name: literal, namespace: demo}
-spec:
-  type: ExternalHostname
-  externalHostname: {hostname: 10.0.0.1}
-  port: {port: 8080}
-"#;
-
 /// `redirector run` for `node`, reaching the API server at `server`; Backends apply
 /// cluster-wide (the test pods are not pods the API knows).
 fn start_agent(bed: &Bed, api: &FakeApi, node: &str, server: &str) -> Agent {
-    let mut config = bed.config();
-    config.extra_args = api.agent_args_via(node, server);
-    config
-        .extra_args
-        .extend(["--backend-scope".to_owned(), "cluster".to_owned()]);
+    let config = bed.kube_config(api.agent_args_via(node, server));
     Agent::start(&bed.topo, &config).expect("agent")
 }
 
@@ -237,7 +201,12 @@ fn transition<'a>(patch: &'a Value, type_: &str) -> &'a str {
 
 /// The objects of the first test, with `api` as the TLS Backend (and its ConfigMap).
 fn objects_with(api: &str) -> String {
-    [ECHO_BACKEND, UNRESOLVABLE_BACKEND, LITERAL_BACKEND, api].join("\n---\n")
+    // Valid, but its hostname resolves nowhere (the node's resolver is 127.0.0.1, where
+    // nothing answers): a node-local problem, which must not show in status.
+    let unresolvable = xbackend("demo", "nowhere", "nowhere.redirector.test", 9090);
+    // Rejected by the agent's validation (stricter than the CRD: no IP literals).
+    let literal = xbackend("demo", "literal", "10.0.0.1", 8080);
+    [ECHO_BACKEND, &unresolvable, &literal, api].join("\n---\n")
 }
 
 /// The first line of `agent`'s log containing `needle`, logged before now or later
@@ -365,7 +334,7 @@ fn status_is_written_once_per_change_and_not_again_after_a_restart() {
     assert_eq!(objects_of(&first), ["demo/echo"]);
 
     // A new Backend: one write, for it alone.
-    t.api.apply("other", OTHER_BACKEND);
+    t.api.apply("other", &other_backend());
     let added = t.api.wait_for_status_patches(1);
     assert_eq!(objects_of(&added), ["demo/other"]);
 
@@ -374,8 +343,10 @@ fn status_is_written_once_per_change_and_not_again_after_a_restart() {
     let labelled = ECHO_BACKEND.replace("namespace: demo", "namespace: demo\n  labels: {team: a}");
     t.api.apply("initial", &labelled);
     t.api.wait_for("event MODIFIED xbackends demo/echo");
-    t.api
-        .apply("other", &OTHER_BACKEND.replace("port: 9090", "port: 9091"));
+    t.api.apply(
+        "other",
+        &other_backend().replace("port: 9090", "port: 9091"),
+    );
     let moved = t.api.wait_for_status_patches(2);
     assert_eq!(objects_of(&moved), ["demo/other"]);
     assert_eq!(state(&moved[0], "Accepted"), expect("True", "Accepted", 2));
@@ -388,7 +359,7 @@ fn status_is_written_once_per_change_and_not_again_after_a_restart() {
     // Invalid, then valid again: one write each.
     t.api.apply(
         "other",
-        &OTHER_BACKEND.replace("hostname: other.redirector.test", "hostname: 10.0.0.2"),
+        &other_backend().replace("hostname: other.redirector.test", "hostname: 10.0.0.2"),
     );
     let invalid = t.api.wait_for_status_patches(3);
     assert_eq!(objects_of(&invalid), ["demo/other"]);
@@ -401,7 +372,7 @@ fn status_is_written_once_per_change_and_not_again_after_a_restart() {
         "{}",
         invalid[0]
     );
-    t.api.apply("other", OTHER_BACKEND);
+    t.api.apply("other", &other_backend());
     let valid = t.api.wait_for_status_patches(4);
     assert_eq!(objects_of(&valid), ["demo/other"]);
     assert_eq!(state(&valid[0], "Accepted"), expect("True", "Accepted", 4));
@@ -428,7 +399,7 @@ fn status_is_written_once_per_change_and_not_again_after_a_restart() {
     logged(t.agent(), "this agent leads");
     t.api.apply(
         "third",
-        &OTHER_BACKEND.replace("name: other", "name: third"),
+        &other_backend().replace("name: other", "name: third"),
     );
     let after = t.api.wait_for_status_patches(before);
     assert_eq!(
@@ -443,7 +414,7 @@ fn only_the_leader_writes_and_a_released_lease_passes_to_the_other_agent() {
     let mut t = TwoNodes::first_leads(ECHO_BACKEND, 1);
 
     // Both agents apply the new Backend; one writes its status.
-    t.api.apply("other", OTHER_BACKEND);
+    t.api.apply("other", &other_backend());
     let added = t.api.wait_for_status_patches(1);
     assert_eq!(objects_of(&added), ["demo/other"]);
     logged(t.second(), "Backend added backend=demo/other");
@@ -468,8 +439,10 @@ fn only_the_leader_writes_and_a_released_lease_passes_to_the_other_agent() {
     // The new leader finds the status current (nothing rewritten) and writes the next
     // change.
     let before = t.api.status_patches().len();
-    t.api
-        .apply("other", &OTHER_BACKEND.replace("port: 9090", "port: 9091"));
+    t.api.apply(
+        "other",
+        &other_backend().replace("port: 9090", "port: 9091"),
+    );
     let moved = t.api.wait_for_status_patches(before);
     assert_eq!(objects_of(&moved), ["demo/other"]);
     assert_eq!(state(&moved[0], "Accepted"), expect("True", "Accepted", 2));
@@ -493,7 +466,7 @@ fn a_crashed_leaders_lease_is_taken_over_once_it_expires() {
     );
     logged(t.second(), "this agent leads");
     let before = t.api.status_patches().len();
-    t.api.apply("other", OTHER_BACKEND);
+    t.api.apply("other", &other_backend());
     let added = t.api.wait_for_status_patches(before);
     assert_eq!(objects_of(&added), ["demo/other"]);
     logged(t.second(), "XBackend status written backend=demo/other");

@@ -2,43 +2,25 @@
 
 mod support;
 
-use support::Bed;
+use support::{Bed, fixtures::xbackend};
 use xtask::netlab::agent::redirector_bin;
 
-const MIXED: &str = r#"
-apiVersion: gateway.networking.x-k8s.io/v1alpha1
-kind: XBackend
-metadata: {name: echo, namespace: demo}
-spec:
-  type: ExternalHostname
-  externalHostname: {hostname: echo.redirector.test}
-  port: {port: 8080}
----
-apiVersion: gateway.networking.x-k8s.io/v1alpha1
-kind: XBackend
-metadata: {name: api, namespace: demo}
-spec:
-  type: ExternalHostname
-  externalHostname: {hostname: api.redirector.test}
-  port: {port: 443}
-  tls:
-    mode: ServerOnly
-    validation:
-      hostname: api.redirector.test
-      caCertificateRefs: [{group: "", kind: ConfigMap, name: missing-ca}]
----
-apiVersion: gateway.networking.x-k8s.io/v1alpha1
-kind: XBackend
-metadata: {name: broken, namespace: demo}
-spec:
-  type: ExternalHostname
-  externalHostname: {hostname: 10.0.0.1}
-  port: {port: 80}
-"#;
+/// One Backend Ready, one whose CA ConfigMap is missing, one invalid (an IP literal).
+fn mixed() -> String {
+    let api_tls = "  tls:\n    mode: ServerOnly\n    validation:\n      \
+                   hostname: api.redirector.test\n      \
+                   caCertificateRefs: [{group: \"\", kind: ConfigMap, name: missing-ca}]\n";
+    [
+        xbackend("demo", "echo", "echo.redirector.test", 8080),
+        xbackend("demo", "api", "api.redirector.test", 443) + api_tls,
+        xbackend("demo", "broken", "10.0.0.1", 80),
+    ]
+    .join("---\n")
+}
 
 #[test]
 fn status_shows_each_backend_with_its_state() {
-    let bed = Bed::new(MIXED);
+    let bed = Bed::new(&mixed());
     let _agent = bed.agent();
     let out = bed
         .topo

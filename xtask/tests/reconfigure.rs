@@ -6,18 +6,10 @@ mod support;
 
 use std::path::Path;
 
-use support::{Bed, ECHO_BACKEND, PROBE};
-use xtask::netlab::{agent::Agent, probe::ProbeServer};
-
-const OTHER_BACKEND: &str = r#"
-apiVersion: gateway.networking.x-k8s.io/v1alpha1
-kind: XBackend
-metadata: {name: other, namespace: demo}
-spec:
-  type: ExternalHostname
-  externalHostname: {hostname: other.redirector.test}
-  port: {port: 9090}
-"#;
+use support::{
+    Bed, ECHO_BACKEND,
+    fixtures::{other_backend, wait_for_map_update},
+};
 
 /// Writes `text` to `dir/name` the way editors do: a temporary file renamed over it.
 fn replace(dir: &Path, name: &str, text: &str) {
@@ -26,26 +18,17 @@ fn replace(dir: &Path, name: &str, text: &str) {
     std::fs::rename(&temporary, dir.join(name)).expect("rename");
 }
 
-fn wait_for_map_update(agent: &mut Agent, what: &str) -> String {
-    let line = agent
-        .wait_for_log("Backend address map updated")
-        .expect("map update");
-    assert!(line.contains(what), "expected {what} in {line}");
-    line
-}
-
 #[test]
 fn backends_added_and_removed_without_restart() {
     let bed = Bed::new(ECHO_BACKEND);
-    let _other_server =
-        ProbeServer::start(PROBE.as_ref(), &bed.topo.ext, "[::]:9090").expect("server");
+    let _other_server = bed.serve("[::]:9090");
     let mut agent = bed.agent();
     assert!(
         !bed.via_proxy("other.redirector.test:9090"),
         "not declared yet"
     );
 
-    std::fs::write(bed.backends.path().join("other.yaml"), OTHER_BACKEND).expect("write");
+    std::fs::write(bed.backends.path().join("other.yaml"), other_backend()).expect("write");
     wait_for_map_update(&mut agent, "added=2");
     assert!(bed.via_proxy("other.redirector.test:9090"));
 
@@ -61,8 +44,7 @@ fn backends_added_and_removed_without_restart() {
 #[test]
 fn editor_style_replace_and_rename_are_picked_up() {
     let bed = Bed::new(ECHO_BACKEND);
-    let _other_server =
-        ProbeServer::start(PROBE.as_ref(), &bed.topo.ext, "[::]:9090").expect("server");
+    let _other_server = bed.serve("[::]:9090");
     let mut agent = bed.agent();
     // Move echo to port 9090 by atomic replace of the file.
     let moved = ECHO_BACKEND.replace("port: 8080", "port: 9090");

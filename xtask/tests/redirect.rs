@@ -2,10 +2,8 @@
 
 mod support;
 
-use support::{Bed, ECHO_BACKEND, PROBE};
-use xtask::netlab::{
-    EXT_V4, EXT_V6, NODE_EXT_V4, NODE_EXT_V6, POD_V4, POD_V6, agent::PROXY_PORT, probe::ProbeServer,
-};
+use support::{Bed, ECHO_BACKEND};
+use xtask::netlab::{EXT_V4, EXT_V6, NODE_EXT_V4, NODE_EXT_V6, POD_V4, POD_V6, agent::PROXY_PORT};
 
 /// A redirected connection: the client's getpeername() says what it dialed, the bytes
 /// make the round trip, and the server sees the proxy (the node), not the pod.
@@ -66,8 +64,7 @@ fn undeclared_address_and_other_port_go_direct() {
             &bed.topo.ext_link.remote,
         ])
         .expect("second address");
-    let _other_port =
-        ProbeServer::start(PROBE.as_ref(), &bed.topo.ext, "[::]:9090").expect("server");
+    let _other_port = bed.serve("[::]:9090");
     let _agent = bed.agent();
 
     for target in [

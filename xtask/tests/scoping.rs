@@ -7,12 +7,12 @@ mod support;
 
 use std::process::Command;
 
-use support::{Bed, PROBE, fakeapi::FakeApi};
+use support::{Bed, PROBE, fakeapi::FakeApi, fixtures::xbackend};
 use xtask::netlab::{
     Cgroup, ChildGuard, EXT_V4, NODE_EXT_V4, POD_V4, Topology,
     agent::Agent,
     in_cgroup_in_netns,
-    probe::{PROBE_TIMEOUT, ProbeServer, Reply},
+    probe::{PROBE_TIMEOUT, Reply},
 };
 
 const UID_A: &str = "0a0a0a0a-1111-4111-8111-aaaaaaaaaaaa";
@@ -23,12 +23,7 @@ const UID_C: &str = "0c0c0c0c-3333-4333-8333-cccccccccccc";
 /// for TLS origination (which the plain test server cannot speak, so it is refused).
 fn objects() -> String {
     let backend = |namespace: &str, tls: &str| {
-        format!(
-            "apiVersion: gateway.networking.x-k8s.io/v1alpha1\nkind: XBackend\n\
-             metadata: {{name: echo, namespace: {namespace}}}\n\
-             spec:\n  type: ExternalHostname\n  externalHostname: {{hostname: echo.redirector.test}}\n  \
-             port: {{port: 8080}}\n{tls}"
-        )
+        xbackend(namespace, "echo", "echo.redirector.test", 8080) + tls
     };
     let pod = |name: &str, namespace: &str, uid: &str| {
         format!(
@@ -128,8 +123,7 @@ fn each_namespace_gets_its_own_backend_for_the_same_hostname() {
         early.json
     );
     // Any other address still goes out from that pod, direct.
-    let _other =
-        ProbeServer::start(PROBE.as_ref(), &bed.topo.ext, "[::]:9090").expect("other server");
+    let _other = bed.serve("[::]:9090");
     let elsewhere = connect_from_to(&bed.topo, &unmapped, &format!("{EXT_V4}:9090"));
     assert!(elsewhere.ok(), "{:?}", elsewhere.json);
     assert!(

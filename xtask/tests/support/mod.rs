@@ -4,6 +4,7 @@
 #![allow(dead_code, reason = "each test binary uses a different part")]
 
 pub mod capture;
+pub mod fixtures;
 pub mod tls;
 
 use std::{net::IpAddr, path::PathBuf};
@@ -92,6 +93,21 @@ impl Bed {
 
     pub fn agent(&self) -> Agent {
         Agent::start(&self.topo, &self.config()).expect("agent")
+    }
+
+    /// The agent's configuration for the Kubernetes source: `kube_args` (from
+    /// [`fakeapi::FakeApi::agent_args`]) and Backends applying cluster-wide (the test
+    /// pods are no pods the API knows, so per-namespace scoping would apply none).
+    pub fn kube_config(&self, kube_args: Vec<String>) -> AgentConfig {
+        let mut config = self.config();
+        config.extra_args = kube_args;
+        (config.extra_args).extend(["--backend-scope".to_owned(), "cluster".to_owned()]);
+        config
+    }
+
+    /// Another `netprobe serve` in the external namespace, on `addr` (`[::]:9090`).
+    pub fn serve(&self, addr: &str) -> ProbeServer {
+        ProbeServer::start(PROBE.as_ref(), &self.topo.ext, addr).expect("server")
     }
 
     /// Connects from the pod over IPv4; true if the connection went through the proxy,

@@ -432,11 +432,7 @@ pub fn base64_encode(bytes: &[u8]) -> String {
 
 /// The agent's `/metrics`, read from inside the node (admin address 127.0.0.1:15000).
 pub fn metrics(node: &Netns) -> String {
-    let out = node
-        .exec(PROBE)
-        .args(["get", "127.0.0.1:15000", "/metrics"])
-        .output()
-        .expect("run netprobe get");
+    let out = super::fixtures::admin_get(node, "/metrics");
     assert!(
         out.status.success(),
         "GET /metrics failed: {}",

@@ -1,0 +1,50 @@
+//! Fixtures several test binaries share: XBackend YAML, the agent's admin endpoint, and
+//! the datapath's log line.
+
+use std::process::Output;
+
+use xtask::netlab::{Netns, agent::Agent};
+
+use super::{Bed, PROBE};
+
+/// Where the agent's admin endpoint listens, inside the node.
+pub const ADMIN_ADDR: &str = "127.0.0.1:15000";
+
+/// An `ExternalHostname` XBackend `namespace/name` for `hostname:port`, plain TCP. More
+/// `spec` fields (a `tls:` block indented by two) may be appended to it.
+pub fn xbackend(namespace: &str, name: &str, hostname: &str, port: u32) -> String {
+    format!(
+        "apiVersion: gateway.networking.x-k8s.io/v1alpha1\nkind: XBackend\n\
+         metadata: {{name: {name}, namespace: {namespace}}}\n\
+         spec:\n  type: ExternalHostname\n  externalHostname: {{hostname: {hostname}}}\n  \
+         port: {{port: {port}}}\n"
+    )
+}
+
+/// The second Backend of the tests that add one: `demo/other`, other.redirector.test:9090.
+pub fn other_backend() -> String {
+    xbackend("demo", "other", "other.redirector.test", 9090)
+}
+
+/// `netprobe get 127.0.0.1:15000 {path}` from inside `node`.
+pub fn admin_get(node: &Netns, path: &str) -> Output {
+    (node.exec(PROBE))
+        .args(["get", ADMIN_ADDR, path])
+        .output()
+        .expect("run netprobe get")
+}
+
+/// `GET http://127.0.0.1:15000{path}` from inside the node: whether it answered 2xx.
+pub fn admin_ok(bed: &Bed, path: &str) -> bool {
+    admin_get(&bed.topo.node, path).status.success()
+}
+
+/// Waits for the agent's next "Backend address map updated" line, which must contain
+/// `what` (`added=2`, `removed=2`).
+pub fn wait_for_map_update(agent: &mut Agent, what: &str) -> String {
+    let line = agent
+        .wait_for_log("Backend address map updated")
+        .expect("map update");
+    assert!(line.contains(what), "expected {what} in {line}");
+    line
+}
