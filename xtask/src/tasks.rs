@@ -4,6 +4,8 @@ mod bench;
 mod demo;
 pub mod ebpf;
 mod hooks;
+mod machine;
+mod numbers;
 mod scale;
 pub mod toolchain;
 

@@ -30,7 +30,7 @@ use std::time::{Duration, Instant, SystemTime};
 use anyhow::{Context, Result, bail};
 use xtask::netlab::{Bpffs, Topology, agent};
 
-use super::{cargo, check_status, ebpf, target_dir, workspace_root};
+use super::{cargo, check_status, ebpf, machine, target_dir, workspace_root};
 use inspect::Memory;
 use launch::ScaleAgent;
 use logs::{field_u64, ms_between, timestamp};
@@ -112,7 +112,7 @@ pub fn bench_scale(args: &BenchScaleArgs) -> Result<ExitCode> {
     println!("bench-scale: `redirector check` of those files took {check_ms:.0} ms");
     let mut agent_args = vec!["--max-backend-addresses".to_owned(), capacity.to_string()];
     agent_args.extend(args.agent_args.iter().cloned());
-    let load_before = loadavg();
+    let load_before = machine::load_average().unwrap_or_else(|| "?".into());
 
     let mut starts = Vec::new();
     let (baseline_log, one_address_log, main_log) = (
@@ -165,7 +165,14 @@ pub fn bench_scale(args: &BenchScaleArgs) -> Result<ExitCode> {
     let main = run_case(&main_plan)?;
 
     let mut ctx = report::Context {
-        machine: machine(&bin),
+        machine: machine::agent_rows(
+            format!(
+                "{}, {} RAM",
+                machine::cpus(),
+                machine::memory_total().unwrap_or_else(|| "?".into())
+            ),
+            &bin,
+        ),
         args: std::iter::once(format!(
             "--backends {} --addresses {} --changes {} --idle-seconds {}",
             args.backends, args.addresses, args.changes, args.idle_seconds
@@ -182,7 +189,7 @@ pub fn bench_scale(args: &BenchScaleArgs) -> Result<ExitCode> {
         "load average (1, 5, 15 min)".into(),
         format!(
             "{load_before} before, {} after (other work on the machine inflates the wall-clock figures; the CPU-time ones less so)",
-            loadavg()
+            machine::load_average().unwrap_or_else(|| "?".into())
         ),
     ));
     let out = args
@@ -565,59 +572,6 @@ fn message(line: &str) -> &str {
         Some((target, msg)) if !target.contains(' ') => msg,
         _ => rest,
     }
-}
-
-/// The 1, 5 and 15 minute load averages.
-fn loadavg() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_else(|_| "?".into())
-}
-
-/// Machine description for the report.
-fn machine(bin: &Path) -> Vec<(String, String)> {
-    let read = |p: &str| {
-        std::fs::read_to_string(p)
-            .map(|s| s.trim().to_owned())
-            .unwrap_or_else(|_| "?".into())
-    };
-    let nproc = std::thread::available_parallelism().map_or(0, |n| n.get());
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|c| {
-            c.lines()
-                .find_map(|l| l.strip_prefix("model name"))
-                .map(|v| v.trim_start_matches([' ', '\t', ':']).to_owned())
-        })
-        .unwrap_or_else(|| "?".into());
-    let mem = read("/proc/meminfo")
-        .lines()
-        .next()
-        .map(|l| l.split_whitespace().nth(1).unwrap_or("?").to_owned())
-        .and_then(|kib| kib.parse::<u64>().ok())
-        .map_or("?".into(), |kib| {
-            format!("{:.1} GiB", kib as f64 / 1048576.0)
-        });
-    let output = |cmd: &mut std::process::Command| {
-        cmd.output()
-            .ok()
-            .filter(|o| o.status.success())
-            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
-            .unwrap_or_else(|| "?".into())
-    };
-    let date = output(std::process::Command::new("date").args(["-u", "+%Y-%m-%d %H:%M:%S UTC"]));
-    let commit = output(
-        std::process::Command::new("git")
-            .args(["-C", &workspace_root().display().to_string()])
-            .args(["describe", "--always", "--dirty"]),
-    );
-    vec![
-        ("date".into(), date),
-        ("machine".into(), format!("{nproc} CPUs ({cpu}), {mem} RAM")),
-        ("kernel".into(), read("/proc/sys/kernel/osrelease")),
-        ("workspace commit".into(), commit),
-        ("agent binary".into(), bin.display().to_string()),
-    ]
 }
 
 #[cfg(test)]

@@ -1,22 +1,20 @@
 //! What the report says besides the numbers: machine and versions, load average, setup
 //! lines and the exact wrk commands.
 
-use std::{path::Path, process::Command};
+use std::path::Path;
 
 use super::{
     HAPROXY_PORT, Plan,
     report::Case,
     servers::{HOSTNAME, Haproxy, Nginx},
     tools::{self, Tools},
-    workspace_root,
     wrk::Workload,
 };
+use crate::tasks::machine as facts;
 
 /// The first three fields of /proc/loadavg.
 pub(super) fn loadavg() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|t| t.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_else(|_| "unknown".into())
+    facts::load_average().unwrap_or_else(|| "unknown".into())
 }
 
 /// The setup lines of the report.
@@ -79,36 +77,12 @@ pub(super) fn machine(
     redirector: Option<&Path>,
     custom_bin: bool,
 ) -> Vec<(String, String)> {
-    let read = |path: &str| {
-        std::fs::read_to_string(path)
-            .map(|s| s.trim().to_owned())
-            .unwrap_or_else(|_| "unknown".into())
-    };
-    let cpu_model = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|t| {
-            t.lines()
-                .find_map(|l| l.strip_prefix("model name"))
-                .map(|l| l.trim_start_matches([' ', '\t', ':']).to_owned())
-        })
-        .unwrap_or_else(|| "unknown CPU".into());
-    let nproc = std::thread::available_parallelism().map_or(0, |n| n.get());
-    let date = Command::new("date")
-        .args(["-u", "+%Y-%m-%d %H:%M UTC"])
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
-        .unwrap_or_default();
-    let git = |args: &[&str]| {
-        Command::new("git")
-            .args(args)
-            .current_dir(workspace_root())
-            .output()
-            .ok()
-    };
-    let rev = git(&["rev-parse", "--short", "HEAD"])
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
-        .unwrap_or_default();
-    let dirty = git(&[
+    let cpu_model = facts::cpu_model().unwrap_or_else(|| "unknown CPU".into());
+    let kernel = facts::kernel_release().unwrap_or_else(|| "unknown".into());
+    let nproc = facts::cpu_count();
+    let date = facts::utc_date("%Y-%m-%d %H:%M UTC").unwrap_or_default();
+    let rev = facts::git(&["rev-parse", "--short", "HEAD"]).unwrap_or_default();
+    let dirty = facts::git(&[
         "status",
         "--porcelain",
         "--",
@@ -116,7 +90,7 @@ pub(super) fn machine(
         "redirector-common",
         "redirector-ebpf",
     ])
-    .is_some_and(|o| !o.stdout.is_empty());
+    .is_some_and(|out| !out.is_empty());
     let redirector = match redirector {
         Some(bin) if custom_bin => format!(
             "{} (given with --redirector-bin; the workspace is at commit {rev})",
@@ -131,7 +105,7 @@ pub(super) fn machine(
     };
     vec![
         ("date".into(), date),
-        ("machine".into(), format!("{nproc} CPUs ({cpu_model}), kernel {}", read("/proc/sys/kernel/osrelease"))),
+        ("machine".into(), format!("{nproc} CPUs ({cpu_model}), kernel {kernel}")),
         ("redirector".into(), redirector),
         ("nginx".into(), tools::version(&tools.nginx, "-v")),
         ("HAProxy".into(), tools::version(&tools.haproxy, "-v")),

@@ -2,11 +2,10 @@
 
 use std::fmt::Write as _;
 use std::path::Path;
-use std::process::Command;
 
 use super::cases::{CLOSED_PORT, CaseResult, Client, Dest, Outcome, Round};
 use super::stats;
-use crate::tasks::workspace_root;
+use crate::tasks::machine;
 use xtask::netlab::EXT_V4;
 
 /// What the report says besides the figures.
@@ -180,49 +179,13 @@ fn median(values: &[f64]) -> f64 {
 
 /// Machine description for the report.
 pub fn machine(bin: &Path) -> Vec<(String, String)> {
-    let read = |p: &str| {
-        std::fs::read_to_string(p)
-            .map(|s| s.trim().to_owned())
-            .unwrap_or_else(|_| "?".into())
-    };
-    let output = |cmd: &mut Command| {
-        cmd.output()
-            .ok()
-            .filter(|o| o.status.success())
-            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
-            .unwrap_or_else(|| "?".into())
-    };
-    let nproc = std::thread::available_parallelism().map_or(0, |n| n.get());
-    let cpu = read("/proc/cpuinfo")
-        .lines()
-        .find_map(|l| l.strip_prefix("model name"))
-        .map_or("?".into(), |v| {
-            v.trim_start_matches([' ', '\t', ':']).to_owned()
-        });
-    let load = read("/proc/loadavg")
-        .split_whitespace()
-        .take(3)
-        .collect::<Vec<_>>()
-        .join(" ");
-    vec![
-        (
-            "date".into(),
-            output(Command::new("date").args(["-u", "+%Y-%m-%d %H:%M:%S UTC"])),
-        ),
-        ("machine".into(), format!("{nproc} CPUs ({cpu})")),
-        ("kernel".into(), read("/proc/sys/kernel/osrelease")),
-        (
-            "workspace commit".into(),
-            output(
-                Command::new("git")
-                    .args(["-C", &workspace_root().display().to_string()])
-                    .args(["describe", "--always", "--dirty"]),
-            ),
-        ),
-        ("agent binary".into(), bin.display().to_string()),
-        ("bpftool".into(), stats::bpftool_version()),
-        ("load average at the end (1, 5, 15 min)".into(), load),
-    ]
+    let mut rows = machine::agent_rows(machine::cpus(), bin);
+    rows.push(("bpftool".into(), stats::bpftool_version()));
+    rows.push((
+        "load average at the end (1, 5, 15 min)".into(),
+        machine::load_average().unwrap_or_else(|| "?".into()),
+    ));
+    rows
 }
 
 #[cfg(test)]

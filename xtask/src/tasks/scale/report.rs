@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 
 use super::logs::Summary;
 use super::{Run, TARGET_CHANGE_P99_MS, TARGET_READY_MS, TARGET_RSS_KIB, inspect::mib};
+use crate::tasks::numbers::thousands;
 
 /// Everything from this line on in an existing report is kept when the report is
 /// rewritten: the place for a hand-written analysis of the figures.
@@ -365,31 +366,5 @@ fn ms(v: f64) -> String {
         format!("{:.1} s", v / 1e3)
     } else {
         format!("{v:.0} ms")
-    }
-}
-
-/// `100000` -> `100,000`.
-pub fn thousands(v: u64) -> String {
-    let digits = v.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn thousands_separators() {
-        assert_eq!(thousands(0), "0");
-        assert_eq!(thousands(999), "999");
-        assert_eq!(thousands(100_000), "100,000");
-        assert_eq!(thousands(1_234_567), "1,234,567");
     }
 }

@@ -1,19 +1,10 @@
 //! How numbers and reasons are written in the report's tables.
 
+use crate::tasks::numbers::thousands;
+
 pub(super) fn fmt_rate(v: Option<f64>) -> String {
     match v {
-        Some(v) => {
-            let n = v.round() as u64;
-            let digits = n.to_string();
-            let mut out = String::new();
-            for (i, c) in digits.chars().enumerate() {
-                if i > 0 && (digits.len() - i).is_multiple_of(3) {
-                    out.push(',');
-                }
-                out.push(c);
-            }
-            out
-        }
+        Some(v) => thousands(v.round() as u64),
         None => "—".into(),
     }
 }
