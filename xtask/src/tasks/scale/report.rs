@@ -4,7 +4,8 @@
 use std::fmt::Write as _;
 
 use super::logs::Summary;
-use super::{Run, TARGET_CHANGE_P99_MS, TARGET_READY_MS, TARGET_RSS_KIB, inspect::mib};
+use super::results::Run;
+use super::{TARGET_CHANGE_P99_MS, TARGET_READY_MS, TARGET_RSS_KIB, inspect::mib};
 use crate::tasks::numbers::thousands;
 
 /// Everything from this line on in an existing report is kept when the report is
