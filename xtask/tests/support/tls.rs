@@ -5,6 +5,8 @@ mod metrics;
 mod pki;
 mod server;
 
+use base64::{Engine as _, engine::general_purpose::STANDARD};
+
 #[allow(unused_imports, reason = "each test binary uses a different part")]
 pub use self::{
     metrics::{metrics, sample, wait_for_sample},
@@ -117,8 +119,8 @@ spec:
             if *base64 {
                 out.push_str(&format!(
                     "data:\n  tls.crt: {}\n  tls.key: {}\n",
-                    base64_encode(leaf.cert_pem.as_bytes()),
-                    base64_encode(leaf.key_pem.as_bytes())
+                    STANDARD.encode(leaf.cert_pem.as_bytes()),
+                    STANDARD.encode(leaf.key_pem.as_bytes())
                 ));
             } else {
                 out.push_str(&format!(
@@ -135,26 +137,4 @@ spec:
 fn indent(text: &str, by: usize) -> String {
     let pad = " ".repeat(by);
     text.lines().map(|l| format!("{pad}{l}\n")).collect()
-}
-
-/// Standard padded base64, as Kubernetes writes Secret `data`.
-pub fn base64_encode(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::new();
-    for chunk in bytes.chunks(3) {
-        let b = [
-            chunk[0],
-            chunk.get(1).copied().unwrap_or(0),
-            chunk.get(2).copied().unwrap_or(0),
-        ];
-        let n = u32::from(b[0]) << 16 | u32::from(b[1]) << 8 | u32::from(b[2]);
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(char::from(ALPHABET[(n >> (18 - 6 * i)) as usize & 63]));
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
 }

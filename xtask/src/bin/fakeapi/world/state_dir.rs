@@ -6,6 +6,7 @@ use std::{
     path::{Path, PathBuf},
 };
 
+use base64::{Engine as _, engine::general_purpose::STANDARD};
 use serde_json::{Map, Value, json};
 
 use super::{Down, GoneMode, Key, World};
@@ -185,31 +186,9 @@ fn identify(object: &Value) -> Result<(Key, Value), String> {
         if let Some(Value::Object(data)) = data {
             for (key, text) in strings {
                 let text = text.as_str().unwrap_or_default();
-                data.insert(key, json!(base64(text.as_bytes())));
+                data.insert(key, json!(STANDARD.encode(text.as_bytes())));
             }
         }
     }
     Ok(((resource, namespace, name), value))
-}
-
-/// Standard padded base64.
-pub fn base64(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::new();
-    for chunk in bytes.chunks(3) {
-        let b = [
-            chunk[0],
-            *chunk.get(1).unwrap_or(&0),
-            *chunk.get(2).unwrap_or(&0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(char::from(ALPHABET[(n >> (18 - 6 * i)) as usize & 63]));
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
 }
