@@ -91,6 +91,19 @@ fn say(line: &str) {
 }
 
 fn serve(addr: &str) -> ExitCode {
+    accept_each(addr, |stream, peer| {
+        if let Err(e) = answer(stream, peer) {
+            eprintln!("netprobe: connection from {peer}: {e}");
+        }
+    })
+}
+
+/// Listens on `addr` (printing `listening ADDR`) and runs `handle` on a thread of its
+/// own for every connection (printing `accepted PEER` first), until killed.
+fn accept_each<F>(addr: &str, handle: F) -> ExitCode
+where
+    F: Fn(TcpStream, &str) + Clone + Send + 'static,
+{
     let listener = match TcpListener::bind(addr) {
         Ok(l) => l,
         Err(e) => {
@@ -110,11 +123,8 @@ fn serve(addr: &str) -> ExitCode {
                     .map(show)
                     .unwrap_or_else(|e| format!("?({e})"));
                 say(&format!("accepted {peer}"));
-                std::thread::spawn(move || {
-                    if let Err(e) = answer(stream, &peer) {
-                        eprintln!("netprobe: connection from {peer}: {e}");
-                    }
-                });
+                let handle = handle.clone();
+                std::thread::spawn(move || handle(stream, &peer));
             }
             Err(e) => eprintln!("netprobe: accept: {e}"),
         }

@@ -5,7 +5,7 @@
 //! observe is an ordinary TLS server and an ordinary TLS client.
 
 use std::io::{self, ErrorKind, Read, Write};
-use std::net::{Shutdown, TcpListener, TcpStream};
+use std::net::{Shutdown, TcpStream};
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -21,7 +21,7 @@ use rustls::{
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 
-use super::{say, show};
+use super::say;
 
 /// `serve-tls` arguments.
 struct ServeArgs {
@@ -113,35 +113,10 @@ pub fn serve(args: &[String]) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let listener = match TcpListener::bind(&args.addr) {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("netprobe: cannot listen on {}: {e}", args.addr);
-            return ExitCode::from(2);
-        }
-    };
-    match listener.local_addr() {
-        Ok(local) => say(&format!("listening {local}")),
-        Err(_) => say(&format!("listening {}", args.addr)),
-    }
-    for conn in listener.incoming() {
-        match conn {
-            Ok(stream) => {
-                let peer = stream
-                    .peer_addr()
-                    .map(show)
-                    .unwrap_or_else(|e| format!("?({e})"));
-                say(&format!("accepted {peer}"));
-                let config = config.clone();
-                std::thread::spawn(move || {
-                    answer(config, stream, &peer);
-                    say(&format!("closed {peer}"));
-                });
-            }
-            Err(e) => eprintln!("netprobe: accept: {e}"),
-        }
-    }
-    ExitCode::SUCCESS
+    super::accept_each(&args.addr, move |stream, peer| {
+        answer(config.clone(), stream, peer);
+        say(&format!("closed {peer}"));
+    })
 }
 
 /// One connection: handshake, then one line (or everything until EOF), then the reply.
