@@ -6,6 +6,7 @@ pub mod ebpf;
 mod hooks;
 mod machine;
 mod numbers;
+mod packages;
 mod scale;
 pub mod toolchain;
 
@@ -82,6 +83,9 @@ fn target_dir() -> PathBuf {
 /// `cargo xtask test [-- args]`: the whole suite, including the root-only end-to-end tests.
 pub fn test(extra: &[String]) -> Result<ExitCode> {
     require_root("the test suite loads eBPF programs and creates network namespaces")?;
+    // The HTTP tests drive curl (the client in the pod) and nginx (the external server).
+    packages::install_missing("test", test_packages)
+        .context("installing the programs the end-to-end tests drive")?;
     // Formatting and clippy first: CI runs only this command.
     let lint = lint()?;
     check_status(cargo().args(["build", "-p", "redirector"]))?;
@@ -97,6 +101,16 @@ pub fn test(extra: &[String]) -> Result<ExitCode> {
         return Ok(lint);
     }
     Ok(exit_code(status))
+}
+
+/// Debian packages the end-to-end tests need and `PATH` lacks.
+fn test_packages() -> Vec<&'static str> {
+    let mut wanted = Vec::new();
+    if packages::which("curl").is_none() {
+        wanted.push("curl");
+    }
+    wanted.extend(packages::nginx_package());
+    wanted
 }
 
 /// `cargo xtask lint`: formatting and clippy over the workspace, as CI runs them.

@@ -5,6 +5,9 @@ use anyhow::{Context, Result, bail};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::tasks::packages;
+pub use crate::tasks::packages::which;
+
 /// Where the benchmark's external programs are.
 #[derive(Debug, Clone)]
 pub struct Tools {
@@ -21,43 +24,9 @@ pub enum NatTool {
     Nft(PathBuf),
 }
 
-/// `sbin` directories are searched too: `cargo` may run with a user's `PATH`.
-const EXTRA_PATH: &str = "/usr/local/sbin:/usr/sbin:/sbin";
-
 /// Finds the tools, installing the missing ones (Debian/Ubuntu: apt-get).
 pub fn ensure() -> Result<Tools> {
-    let mut tried_update = false;
-    let mut installed: Vec<&str> = Vec::new();
-    loop {
-        let missing = missing_packages();
-        if missing.is_empty() {
-            break;
-        }
-        if missing == installed {
-            bail!(
-                "apt-get installed {} but the programs are not on PATH",
-                missing.join(" ")
-            );
-        }
-        println!(
-            "bench: installing {} (apt-get install -y --no-install-recommends)",
-            missing.join(" ")
-        );
-        if install(&missing)? {
-            installed = missing;
-            continue;
-        }
-        if tried_update {
-            bail!(
-                "apt-get could not install {}; install them by hand",
-                missing.join(" ")
-            );
-        }
-        // A fresh machine may have no package lists yet (or stale ones).
-        println!("bench: apt-get install failed; running apt-get update and trying again");
-        crate::tasks::check_status(Command::new("apt-get").args(["update", "-q"]))?;
-        tried_update = true;
-    }
+    packages::install_missing("bench", missing_packages)?;
     let found = |name: &str| which(name).with_context(|| format!("{name} is still not on PATH"));
     let nat = match (which("iptables"), which("nft")) {
         (Some(path), _) => NatTool::Iptables(path),
@@ -74,96 +43,17 @@ pub fn ensure() -> Result<Tools> {
 
 /// Debian packages to install for what is not on `PATH`.
 fn missing_packages() -> Vec<&'static str> {
-    let mut packages = Vec::new();
-    if which("nginx").is_none() {
-        // nginx-light is the smallest build (Debian 12); later releases have only nginx.
-        packages.push(if apt_knows("nginx-light") {
-            "nginx-light"
-        } else {
-            "nginx"
-        });
-    }
+    let mut wanted = Vec::new();
+    wanted.extend(packages::nginx_package());
     for tool in ["haproxy", "wrk"] {
         if which(tool).is_none() {
-            packages.push(tool);
+            wanted.push(tool);
         }
     }
     if which("iptables").is_none() && which("nft").is_none() {
-        packages.push("iptables");
+        wanted.push("iptables");
     }
-    packages
-}
-
-/// Runs apt-get install; `false` if it failed. Services the packages ship (nginx and
-/// haproxy start one listening on the host's port 80 by default) are kept from starting by
-/// a temporary `policy-rc.d`, unless one exists already.
-fn install(packages: &[&str]) -> Result<bool> {
-    let _policy = NoServiceStart::new()?;
-    let status = Command::new("apt-get")
-        .args(["install", "-y", "-q", "--no-install-recommends"])
-        .args(packages)
-        .env("DEBIAN_FRONTEND", "noninteractive")
-        .status()
-        .context("cannot run apt-get")?;
-    Ok(status.success())
-}
-
-fn apt_knows(package: &str) -> bool {
-    Command::new("apt-cache")
-        .args(["show", "--no-all-versions", package])
-        .output()
-        .is_ok_and(|out| out.status.success() && !out.stdout.is_empty())
-}
-
-/// `command -v NAME`, with the sbin directories appended to `PATH`.
-pub fn which(name: &str) -> Option<PathBuf> {
-    let path = match std::env::var("PATH") {
-        Ok(path) if !path.is_empty() => format!("{path}:{EXTRA_PATH}"),
-        _ => EXTRA_PATH.to_owned(),
-    };
-    let out = Command::new("sh")
-        .args(["-c", r#"command -v "$1""#, "sh", name])
-        .env("PATH", path)
-        .output()
-        .ok()?;
-    let found = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-    (out.status.success() && found.starts_with('/')).then(|| PathBuf::from(found))
-}
-
-const POLICY_RC_D: &str = "/usr/sbin/policy-rc.d";
-
-/// A `policy-rc.d` that denies every service start (exit 101, see invoke-rc.d(8)) for as
-/// long as it lives; none is written, and none removed, if the machine has one already.
-struct NoServiceStart {
-    created: bool,
-}
-
-impl NoServiceStart {
-    fn new() -> Result<NoServiceStart> {
-        let path = Path::new(POLICY_RC_D);
-        if path.exists() {
-            return Ok(NoServiceStart { created: false });
-        }
-        std::fs::write(
-            path,
-            "#!/bin/sh\n# written by cargo xtask bench during apt-get install; removed after\nexit 101\n",
-        )
-        .with_context(|| format!("cannot write {POLICY_RC_D}"))?;
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755))
-            .with_context(|| format!("cannot chmod {POLICY_RC_D}"))?;
-        Ok(NoServiceStart { created: true })
-    }
-}
-
-impl Drop for NoServiceStart {
-    fn drop(&mut self) {
-        if self.created
-            && let Err(e) = std::fs::remove_file(POLICY_RC_D)
-        {
-            eprintln!("bench: cannot remove {POLICY_RC_D}: {e}");
-        }
-    }
+    wanted
 }
 
 /// The first line a program prints for its version flag (nginx and wrk use stderr).
