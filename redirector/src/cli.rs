@@ -123,6 +123,31 @@ pub struct RunArgs {
 
     #[command(flatten)]
     pub dns: DnsArgs,
+
+    #[command(flatten)]
+    pub http: HttpArgs,
+}
+
+/// How HTTP Backends (`spec.protocol` other than TCP) are proxied.
+#[derive(Debug, Clone, Args)]
+pub struct HttpArgs {
+    /// An idle pooled upstream connection is closed after this long. Keep it below the
+    /// servers' own keep-alive timeouts (nginx: 75s) so the proxy, not the server,
+    /// usually closes it; a request that meets a connection the server closed anyway is
+    /// retried once on a fresh one, as nothing of it was sent.
+    #[arg(long, value_parser = parse_duration, default_value = "60s")]
+    pub http_pool_idle_timeout: Duration,
+
+    /// Longest wait for an upstream's response head; then the client gets 504. Not
+    /// applied to MCP Backends, whose streams may stay silent (only --idle-timeout).
+    #[arg(long, value_parser = parse_duration, default_value = "30s")]
+    pub http_response_timeout: Duration,
+
+    /// Write one JSON line per HTTP request to this file (`-`: standard output):
+    /// time, backend, method, authority, path, status, bytes, duration_ms,
+    /// upstream_protocol.
+    #[arg(long, value_name = "PATH")]
+    pub access_log: Option<PathBuf>,
 }
 
 /// How Backend hostnames are kept resolved.

@@ -1,13 +1,17 @@
 //! The node proxy: where redirected connects arrive.
 //!
-//! `serve` accepts; [`connection::handle`] matches the connection to its Backend through
-//! the datapath's record and forwards it. A connection without a record was not
-//! redirected by the datapath and is closed at once: the proxy is never an open relay.
+//! `serve` accepts; [`connection::handle`] matches the connection to its Backend(s)
+//! through the datapath's record and hands it on: [`tcp`] splices bytes (TLS originated
+//! as the Backend says), [`http`] speaks HTTP to both sides. A connection without a
+//! record was not redirected by the datapath and is closed at once: the proxy is never
+//! an open relay.
 
 mod connection;
+pub mod http;
 mod log_limit;
 mod splice;
 mod stats;
+mod tcp;
 
 use std::{
     io,
@@ -19,6 +23,7 @@ use std::{
 use tokio::net::{TcpListener, TcpSocket};
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
+pub use http::{HttpProxy, HttpSettings};
 pub use stats::{Refusal, Stats};
 
 use crate::{
@@ -37,17 +42,29 @@ pub struct ConnectionLimits {
 /// What every connection task needs.
 pub struct Shared {
     pub pending: PendingRecords,
-    pub agent_sockets: AgentSockets,
+    pub agent_sockets: Arc<AgentSockets>,
     pub table: RwLock<Arc<BackendTable>>,
     pub limits: ConnectionLimits,
     pub stats: Arc<Stats>,
     /// Rate limit of refused-connection log lines.
     pub log_limit: log_limit::LogLimiter,
+    pub http: HttpProxy,
+    /// Fires on SIGTERM/SIGINT: HTTP connections finish their requests and close.
+    pub shutdown: CancellationToken,
+    /// Every connection task, upgraded ones included, for the drain.
+    pub tasks: TaskTracker,
 }
 
 impl Shared {
     pub fn table(&self) -> Arc<BackendTable> {
         self.table.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Makes `table` the one new connections see; HTTP pools of Backends that changed
+    /// are dropped.
+    pub fn publish(&self, table: Arc<BackendTable>) {
+        self.http.pools.retain(&table);
+        *self.table.write().unwrap_or_else(|p| p.into_inner()) = table;
     }
 }
 
@@ -77,13 +94,9 @@ pub fn bind(addrs: &[SocketAddr]) -> io::Result<Vec<TcpListener>> {
 
 /// Accepts until `shutdown` fires, then waits up to `drain` for open connections.
 /// Returns the number of connections cut off by the drain timeout.
-pub async fn serve(
-    listeners: Vec<TcpListener>,
-    shared: Arc<Shared>,
-    shutdown: CancellationToken,
-    drain: Duration,
-) -> usize {
-    let connections = TaskTracker::new();
+pub async fn serve(listeners: Vec<TcpListener>, shared: Arc<Shared>, drain: Duration) -> usize {
+    let connections = shared.tasks.clone();
+    let shutdown = shared.shutdown.clone();
     let acceptors = TaskTracker::new();
     for listener in listeners {
         acceptors.spawn(accept_loop(

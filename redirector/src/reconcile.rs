@@ -285,7 +285,7 @@ impl Reconciler {
         });
         let table = Arc::new(BackendTable::new(entries, self.scoping));
         // Table first: a connect redirected by a new map entry must find its Backend.
-        *self.shared.table.write().unwrap_or_else(|p| p.into_inner()) = table.clone();
+        self.shared.publish(table.clone());
         let stats = self.map.sync(table.endpoints())?;
         self.board
             .publish(rows::rows(table, &self.dns, &self.catalog.problems));

@@ -102,9 +102,16 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         .filter(|(_, a)| *a == Attachment::Adopted)
         .count();
 
+    let http = proxy::HttpProxy::new(
+        proxy::HttpSettings {
+            pool_idle_timeout: args.http.http_pool_idle_timeout,
+            response_timeout: args.http.http_response_timeout,
+        },
+        args.http.access_log.as_deref(),
+    )?;
     let shared = Arc::new(Shared {
         pending,
-        agent_sockets,
+        agent_sockets: Arc::new(agent_sockets),
         table: RwLock::new(Arc::new(BackendTable::default())),
         limits: ConnectionLimits {
             connect_timeout: args.limits.connect_timeout,
@@ -113,6 +120,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         },
         stats,
         log_limit: Default::default(),
+        http,
+        shutdown: shutdown.clone(),
+        tasks: tokio_util::task::TaskTracker::new(),
     });
     let dns = DnsSettings {
         min_ttl: args.dns.dns_min_ttl,
@@ -159,7 +169,6 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let server = tokio::spawn(proxy::serve(
         listeners,
         shared.clone(),
-        shutdown.clone(),
         args.limits.drain_timeout,
     ));
     tracing::info!(

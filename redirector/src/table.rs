@@ -2,7 +2,8 @@
 //! datapath both need to see it.
 //!
 //! The datapath stores a `BackendId` per address; the proxy maps the id in a connection
-//! record back to the Backend. Ids are a hash of `namespace/name`, so they stay the same
+//! record back to the Backend, or to the Backends that share that address (a CDN serves
+//! many names from one address: the proxy then decides by the name the client sends). Ids are a hash of `namespace/name`, so they stay the same
 //! across agent restarts and records written before a restart still name the right
 //! Backend.
 
@@ -13,7 +14,7 @@ use std::{
     sync::Arc,
 };
 
-use redirector_common::{BackendKey, CLUSTER_SCOPE, Endpoint, POD_TREE};
+use redirector_common::{BackendKey, CLUSTER_SCOPE, POD_TREE};
 
 use crate::{
     backend::{Backend, ObjectKey},
@@ -21,21 +22,33 @@ use crate::{
     tls::{TlsConfigError, TlsOrigination},
 };
 
-/// Stable id of a Backend in the datapath.
+/// Stable id of a Backend, or of a group of Backends sharing an address, in the
+/// datapath.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct BackendId(pub u64);
 
 impl BackendId {
-    /// Written for an (address, port) that two Backends claim: the proxy refuses those
-    /// connections rather than guess which Backend's TLS settings apply.
-    pub const AMBIGUOUS: BackendId = BackendId(0);
-
     pub fn of(key: &ObjectKey) -> BackendId {
         let mut hasher = fnv::FnvHasher::default();
         hasher.write(key.namespace.as_bytes());
         hasher.write(b"/");
         hasher.write(key.name.as_bytes());
-        // 0 is reserved for AMBIGUOUS.
+        // 0 is never written: a zeroed record names nothing.
+        BackendId(hasher.finish().max(1))
+    }
+
+    /// The id of the Backends that share one (address, port): derived from their names,
+    /// so it is the same after a restart, and never a single Backend's id (the prefix
+    /// differs).
+    fn of_group<'a>(keys: impl IntoIterator<Item = &'a ObjectKey>) -> BackendId {
+        let mut hasher = fnv::FnvHasher::default();
+        hasher.write(b"shared:");
+        for key in keys {
+            hasher.write(key.namespace.as_bytes());
+            hasher.write(b"/");
+            hasher.write(key.name.as_bytes());
+            hasher.write(b"\0");
+        }
         BackendId(hasher.finish().max(1))
     }
 }
@@ -50,16 +63,21 @@ pub struct Entry {
     pub origination: Result<Option<Arc<TlsOrigination>>, TlsConfigError>,
 }
 
+impl Entry {
+    /// Whether the proxy originates TLS (or would, were its settings usable).
+    pub fn originates_tls(&self) -> bool {
+        !matches!(self.origination, Ok(None))
+    }
+}
+
+/// The Backends a connection record names: one, or the several that share the
+/// address and port it dialed (sorted by name). The proxy picks among several by the
+/// name the client sends (HTTP Host, TLS SNI).
+pub type Candidates = Arc<[Arc<Entry>]>;
+
 /// Why the proxy has no usable Backend for a connection record.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum LookupError {
-    #[error(
-        "{original} is claimed by several Backends ({claimants}); refusing rather than guessing"
-    )]
-    Ambiguous {
-        original: SocketAddr,
-        claimants: String,
-    },
     #[error("no Backend with id {0:#x} (removed since the connect)")]
     Unknown(u64),
 }
@@ -94,61 +112,64 @@ pub fn namespace_scope(namespace: &str) -> u64 {
     hasher.finish().clamp(CLUSTER_SCOPE + 1, POD_TREE - 1)
 }
 
-/// (scope, address, port) -> the Backend that owns it.
+/// (scope, address, port) -> the Backend, or group of Backends, that owns it.
 pub type Endpoints = BTreeMap<BackendKey, BackendId>;
 
 #[derive(Debug, Default)]
 pub struct BackendTable {
     by_id: HashMap<BackendId, Arc<Entry>>,
-    /// Every (scope, address, port) the datapath must match, with its Backend id.
+    /// Groups of Backends sharing an (address, port), by group id.
+    groups: HashMap<BackendId, Candidates>,
+    /// Every (scope, address, port) the datapath must match, with its id.
     /// Shared with the map writer, which keeps the last synced set to diff against.
     endpoints: Arc<Endpoints>,
-    /// (scope, address, port) claimed by more than one Backend, with the claimants.
-    conflicts: BTreeMap<BackendKey, BTreeSet<ObjectKey>>,
 }
 
 impl BackendTable {
     pub fn new(entries: impl IntoIterator<Item = Entry>, scoping: Scoping) -> Self {
-        use std::collections::btree_map::Entry as Slot;
         let mut table = BackendTable::default();
-        let mut endpoints = Endpoints::new();
+        let mut owners: BTreeMap<BackendKey, BTreeSet<BackendId>> = BTreeMap::new();
         for entry in entries {
             let id = BackendId::of(&entry.backend.key);
             let scope = scoping.scope_of(&entry.backend.key.namespace);
-            let entry = Arc::new(entry);
-            if let Some(previous) = table.by_id.insert(id, entry.clone()) {
-                // Two names hashing alike is astronomically unlikely; never merge them.
-                tracing::error!(backend = %previous.backend.key, "Backend id collision; dropping");
-            }
             for ip in &entry.addresses {
                 let address = SocketAddr::new(*ip, entry.backend.port);
                 let at = BackendKey::new(scope, endpoint::from_socket_addr(address));
-                match endpoints.entry(at) {
-                    Slot::Vacant(slot) => {
-                        slot.insert(id);
-                    }
-                    Slot::Occupied(slot) if *slot.get() == id => {}
-                    Slot::Occupied(mut slot) => {
-                        // A second Backend claims this address: record both claimants.
-                        let previous = slot.insert(BackendId::AMBIGUOUS);
-                        let owners = table.conflicts.entry(at).or_default();
-                        if let Some(owner) = table.by_id.get(&previous) {
-                            owners.insert(owner.backend.key.clone());
-                        }
-                        owners.insert(entry.backend.key.clone());
-                    }
-                }
+                owners.entry(at).or_default().insert(id);
+            }
+            if let Some(previous) = table.by_id.insert(id, Arc::new(entry)) {
+                // Two names hashing alike is astronomically unlikely; never merge them.
+                tracing::error!(backend = %previous.backend.key, "Backend id collision; dropping");
             }
         }
-        table.endpoints = Arc::new(endpoints);
-        for (at, owners) in &table.conflicts {
-            tracing::warn!(
-                address = %endpoint::to_socket_addr(&at.endpoint),
-                backends = %join(owners),
-                "address claimed by several Backends: its connections will be refused"
-            );
+        let mut endpoints = Endpoints::new();
+        for (at, ids) in owners {
+            let id = match ids.first() {
+                Some(only) if ids.len() == 1 => *only,
+                _ => table.group(&ids),
+            };
+            endpoints.insert(at, id);
         }
+        table.endpoints = Arc::new(endpoints);
         table
+    }
+
+    /// The id of the group `ids` (two or more Backends), registered on first sight.
+    fn group(&mut self, ids: &BTreeSet<BackendId>) -> BackendId {
+        let mut members: Vec<Arc<Entry>> = ids
+            .iter()
+            .filter_map(|id| self.by_id.get(id).cloned())
+            .collect();
+        members.sort_by(|a, b| a.backend.key.cmp(&b.backend.key));
+        let id = BackendId::of_group(members.iter().map(|e| &e.backend.key));
+        self.groups.entry(id).or_insert_with(|| {
+            tracing::debug!(
+                backends = %join(&members),
+                "several Backends share an address: the proxy picks by Host or SNI"
+            );
+            members.into()
+        });
+        id
     }
 
     /// What the datapath's Backend map must hold.
@@ -160,28 +181,21 @@ impl BackendTable {
         self.by_id.values()
     }
 
-    /// The Backend a connection record names.
-    pub fn lookup(&self, id: BackendId, original: &Endpoint) -> Result<Arc<Entry>, LookupError> {
-        if id == BackendId::AMBIGUOUS {
-            return Err(LookupError::Ambiguous {
-                original: endpoint::to_socket_addr(original),
-                claimants: self
-                    .conflicts
-                    .iter()
-                    .find(|(at, _)| at.endpoint == *original)
-                    .map(|(_, owners)| join(owners))
-                    .unwrap_or_default(),
-            });
+    /// The Backends a connection record names.
+    pub fn lookup(&self, id: BackendId) -> Result<Candidates, LookupError> {
+        if let Some(entry) = self.by_id.get(&id) {
+            return Ok(Arc::from([entry.clone()]));
         }
-        self.by_id
+        self.groups
             .get(&id)
             .cloned()
             .ok_or(LookupError::Unknown(id.0))
     }
 }
 
-fn join(keys: &BTreeSet<ObjectKey>) -> String {
-    let names: Vec<String> = keys.iter().map(ToString::to_string).collect();
+/// `ns/a, ns/b` for logs and refusals.
+pub fn join(entries: &[Arc<Entry>]) -> String {
+    let names: Vec<String> = entries.iter().map(|e| e.backend.key.to_string()).collect();
     names.join(", ")
 }
 

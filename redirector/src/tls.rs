@@ -14,7 +14,7 @@ pub mod sniff;
 mod verifier;
 
 pub use failure::HandshakeFailure;
-pub use origination::{TlsConfigError, TlsInputs, TlsOrigination};
+pub use origination::{H2, TlsConfigError, TlsInputs, TlsOrigination};
 
 #[cfg(test)]
 mod tests;

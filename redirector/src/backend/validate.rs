@@ -65,6 +65,8 @@
 //!   implementation-specific names (`example.com/bundle`); this agent defines none, and
 //!   upstream requires an unrecognised value to make the object not Accepted.
 //! - SAN URIs: the scheme must be RFC 3986 (a letter first) and no whitespace.
+//! - `protocol: H2C` with TLS originated (`mode` `ServerOnly`/`ClientAndServer`) is an
+//!   error: H2C is cleartext by definition; HTTP/2 over TLS is `HTTP2`.
 //! - Unknown fields are errors (`model` uses `deny_unknown_fields`); the API server
 //!   would prune them silently, and `kubectl apply` (strict field validation) refuses them.
 //!
@@ -123,6 +125,7 @@ pub fn validate(object: &XBackend) -> Result<Backend, Vec<ValidationError>> {
     let protocol = object.spec.protocol.map_or(Protocol::Tcp, Protocol::from);
     let namespace = object.metadata.namespace.as_str();
     let tls = tls::tls(&object.spec, namespace, hostname.as_deref(), &mut report);
+    h2c_is_cleartext(protocol, tls.as_ref().and_then(Option::as_ref), &mut report);
     match (key, hostname, port, tls) {
         (Some(key), Some(hostname), Some(port), Some(tls)) if report.errors.is_empty() => {
             Ok(Backend {
@@ -134,6 +137,18 @@ pub fn validate(object: &XBackend) -> Result<Backend, Vec<ValidationError>> {
             })
         }
         _ => Err(report.errors),
+    }
+}
+
+/// `H2C` is HTTP/2 in cleartext by definition: with TLS originated it would be `HTTP2`
+/// (ALPN `h2`). Upstream is silent; refusing beats guessing which one was meant.
+fn h2c_is_cleartext(protocol: Protocol, tls: Option<&BackendTls>, report: &mut Report) {
+    if protocol == Protocol::H2c && tls.is_some_and(|tls| tls.mode != TlsMode::None) {
+        report.fail(
+            "spec.protocol",
+            "H2C is cleartext HTTP/2 and cannot be combined with spec.tls.mode ServerOnly or \
+             ClientAndServer; use protocol HTTP2 for HTTP/2 over TLS",
+        );
     }
 }
 

@@ -13,6 +13,7 @@ use prometheus_client::{
     registry::Registry,
 };
 
+use super::http::metrics::HttpStats;
 use crate::tls::HandshakeFailure;
 
 /// Why a connection was closed without being forwarded.
@@ -20,7 +21,7 @@ use crate::tls::HandshakeFailure;
 pub enum Refusal {
     /// Reached the proxy without a datapath record: not a redirected connect.
     NoRecord,
-    /// The address is claimed by several Backends.
+    /// Plaintext to an address several Backends share while they differ in TLS.
     Ambiguous,
     /// The record names a Backend that no longer exists.
     UnknownBackend,
@@ -63,6 +64,11 @@ struct BackendReason {
     reason: String,
 }
 
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabel {
+    reason: &'static str,
+}
+
 #[derive(Debug, Clone, Copy, Hash, PartialEq, Eq, EncodeLabelValue)]
 enum Direction {
     /// Client to upstream.
@@ -90,6 +96,8 @@ pub struct Stats {
     active: Family<BackendLabel, Gauge>,
     refused: Family<BackendReason, Counter>,
     handshake_failures: Family<BackendReason, Counter>,
+    passthrough: Family<ReasonLabel, Counter>,
+    pub http: HttpStats,
     forwarded_all: Counter,
     refused_all: Counter,
 }
@@ -126,6 +134,21 @@ impl Stats {
             "Failed TLS handshakes with Backends, by reason",
             self.handshake_failures.clone(),
         );
+        registry.register(
+            "redirector_connections_passthrough",
+            "Connections passed to the dialed address unchanged because they name no Backend \
+             there (the client's own TLS with another SNI), counted when they end",
+            self.passthrough.clone(),
+        );
+        self.http.register(registry);
+    }
+
+    /// Counts a connection that was passed through, not forwarded for a Backend.
+    pub fn passthrough(&self, reason: &'static str) {
+        self.passthrough
+            .get_or_create(&ReasonLabel { reason })
+            .inc();
+        self.forwarded_all.inc();
     }
 
     /// Counts a connection that was forwarded to its end (or to an I/O error), as
@@ -211,6 +234,8 @@ impl Default for Stats {
             active: Family::default(),
             refused: Family::default(),
             handshake_failures: Family::default(),
+            passthrough: Family::default(),
+            http: HttpStats::default(),
             forwarded_all: Counter::default(),
             refused_all: Counter::default(),
         }

@@ -1,5 +1,6 @@
 use super::*;
 use crate::backend::Protocol;
+use redirector_common::Endpoint;
 
 fn entry(namespace: &str, name: &str, port: u16, addresses: &[&str]) -> Entry {
     Entry {
@@ -33,7 +34,6 @@ fn ids_are_stable_and_distinct() {
         BackendId::of(&ObjectKey::new("x", "y")),
         BackendId::of(&ObjectKey::new("", "x/y"))
     );
-    assert_ne!(a, BackendId::AMBIGUOUS);
 }
 
 #[test]
@@ -51,31 +51,35 @@ fn every_address_and_port_is_an_endpoint() {
     assert_eq!(endpoints.get(&at("10.0.0.1:443")), Some(&a));
     assert_eq!(endpoints.get(&at("[fd00::1]:443")), Some(&a));
     assert_eq!(endpoints.get(&at("10.0.0.1:8080")), None);
-    let found = table.lookup(a, &endpoint("10.0.0.1:443")).unwrap();
-    assert_eq!(found.backend.key, ObjectKey::new("default", "a"));
+    let found = table.lookup(a).unwrap();
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].backend.key, ObjectKey::new("default", "a"));
 }
 
 #[test]
-fn shared_addresses_are_refused_not_guessed() {
-    let table = BackendTable::new(
-        [
-            entry("default", "a", 443, &["10.0.0.1", "10.0.0.9"]),
-            entry("other", "b", 443, &["10.0.0.1"]),
-            // Same address on another port is no conflict.
-            entry("other", "c", 80, &["10.0.0.1"]),
-        ],
-        Scoping::Cluster,
-    );
-    let shared = at("10.0.0.1:443");
-    assert_eq!(table.endpoints().get(&shared), Some(&BackendId::AMBIGUOUS));
-    let error = table
-        .lookup(BackendId::AMBIGUOUS, &shared.endpoint)
-        .unwrap_err();
-    assert_eq!(
-        error.to_string(),
-        "10.0.0.1:443 is claimed by several Backends (default/a, other/b); refusing rather than guessing"
-    );
+fn shared_addresses_name_every_backend() {
+    let build = || {
+        BackendTable::new(
+            [
+                entry("default", "a", 443, &["10.0.0.1", "10.0.0.9"]),
+                entry("other", "b", 443, &["10.0.0.1"]),
+                // Same address on another port is not shared.
+                entry("other", "c", 80, &["10.0.0.1"]),
+            ],
+            Scoping::Cluster,
+        )
+    };
+    let table = build();
+    let shared = table.endpoints()[&at("10.0.0.1:443")];
     let a = BackendId::of(&ObjectKey::new("default", "a"));
+    let b = BackendId::of(&ObjectKey::new("other", "b"));
+    assert!(shared != a && shared != b);
+    let names: Vec<String> = (table.lookup(shared).unwrap().iter())
+        .map(|e| e.backend.key.to_string())
+        .collect();
+    assert_eq!(names, ["default/a", "other/b"]);
+    // The group id survives a restart (a record written before it still resolves).
+    assert_eq!(build().endpoints()[&at("10.0.0.1:443")], shared);
     assert_eq!(table.endpoints().get(&at("10.0.0.9:443")), Some(&a));
     assert!(table.endpoints().get(&at("10.0.0.1:80")).is_some());
 }
@@ -87,9 +91,7 @@ fn unknown_ids_are_reported() {
         Scoping::Cluster,
     );
     assert_eq!(
-        table
-            .lookup(BackendId(42), &endpoint("10.0.0.1:443"))
-            .unwrap_err(),
+        table.lookup(BackendId(42)).unwrap_err(),
         LookupError::Unknown(42)
     );
 }

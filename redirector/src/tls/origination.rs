@@ -31,7 +31,11 @@ pub enum TlsConfigError {
 /// Everything needed to originate TLS for one Backend, shared by its connections.
 #[derive(Debug)]
 pub struct TlsOrigination {
+    /// ALPN as the Backend's protocol says.
     pub config: Arc<ClientConfig>,
+    /// The same, offering only `http/1.1`: for Upgrade requests (WebSocket), which
+    /// need an HTTP/1.1 connection of their own whatever the protocol.
+    pub http1_config: Arc<ClientConfig>,
     /// The SNI sent: `spec.tls.validation.hostname`.
     pub server_name: ServerName<'static>,
 }
@@ -128,10 +132,14 @@ fn build(
         }
         _ => builder.with_no_client_auth(),
     };
+    // Session resumption is on by default (in-memory, 256 sessions per Backend, shared
+    // by both configurations).
+    let mut http1_config = config.clone();
+    http1_config.alpn_protocols = vec![HTTP11.to_vec()];
     config.alpn_protocols = alpn(protocol);
-    // Session resumption is on by default (in-memory, 256 sessions per Backend).
     Ok(TlsOrigination {
         config: Arc::new(config),
+        http1_config: Arc::new(http1_config),
         server_name,
     })
 }
@@ -157,11 +165,18 @@ fn roots(tls: &BackendTls, catalog: &Catalog) -> Result<Arc<RootCertStore>, TlsC
     Ok(Arc::new(roots))
 }
 
-/// What the proxy offers in ALPN. Only the offer: HTTP awareness comes later.
+const HTTP11: &[u8] = b"http/1.1";
+/// The ALPN name of HTTP/2 over TLS.
+pub const H2: &[u8] = b"h2";
+
+/// What the proxy offers in ALPN: the XBackend API says a configured protocol that is
+/// negotiated on the wire must be offered and used.
 fn alpn(protocol: Protocol) -> Vec<Vec<u8>> {
     match protocol {
-        Protocol::Http | Protocol::Http11 | Protocol::Mcp => vec![b"http/1.1".to_vec()],
-        Protocol::Http2 => vec![b"h2".to_vec()],
+        // Either; the proxy speaks what the server picks.
+        Protocol::Http => vec![H2.to_vec(), HTTP11.to_vec()],
+        Protocol::Http11 | Protocol::Mcp => vec![HTTP11.to_vec()],
+        Protocol::Http2 => vec![H2.to_vec()],
         // H2C is cleartext HTTP/2 by definition; TCP is opaque bytes.
         Protocol::H2c | Protocol::Tcp => Vec::new(),
     }

@@ -26,41 +26,87 @@ pub enum Opening {
     ClientHello { sni: Option<String> },
 }
 
-/// What a Backend allows the client to open with.
+/// What the Backends of the dialed address and port allow the client to open with.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum OpeningRule {
-    /// The proxy originates TLS: the client must send plaintext.
-    Plaintext,
-    /// Bytes pass unchanged; a ClientHello must carry this SNI.
-    SniMustBe(String),
+pub struct OpeningRule {
+    /// The hostnames declared there, each with whether the proxy originates TLS for it.
+    pub names: Vec<(String, bool)>,
+    /// What a plaintext opening gets: allowed, or refused with this reason.
+    pub plaintext: Result<(), OpeningRefused>,
+}
+
+/// How an opening that passed the rule goes on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// Plaintext, or a ClientHello naming a declared name whose Backend passes bytes.
+    Declared { sni: Option<String> },
+    /// A ClientHello for a name no Backend here declares (or none): it is not ours, and
+    /// goes to the address the client dialed, unchanged.
+    Passthrough { sni: Option<String> },
+}
+
+/// Why an opening was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RefusedKind {
+    /// The client's own TLS towards a TLS-originating Backend, or a malformed opening.
+    ClientOpening,
+    /// Plaintext on an address shared by Backends that differ in TLS: no name to tell
+    /// which one the client means.
+    Ambiguous,
 }
 
 /// Why the opening was refused; carried inside the `io::Error` the guard returns.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct OpeningRefused(pub String);
+#[error("{message}")]
+pub struct OpeningRefused {
+    pub kind: RefusedKind,
+    pub message: String,
+}
+
+impl OpeningRefused {
+    pub fn new(kind: RefusedKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+        }
+    }
+
+    fn malformed(message: String) -> Self {
+        Self::new(RefusedKind::ClientOpening, message)
+    }
+}
 
 impl OpeningRule {
-    fn judge(&self, opening: &Opening) -> Result<(), OpeningRefused> {
-        match (self, opening) {
-            (_, Opening::Plain) => Ok(()),
-            (OpeningRule::Plaintext, Opening::ClientHello { .. }) => Err(OpeningRefused(
-                "the client started TLS itself, but this Backend's spec.tls.mode originates \
-                 TLS: send plaintext and let the proxy do TLS"
-                    .into(),
+    pub fn judge(&self, opening: &Opening) -> Result<Verdict, OpeningRefused> {
+        let sni = match opening {
+            Opening::Plain => {
+                return (self.plaintext.clone()).map(|()| Verdict::Declared { sni: None });
+            }
+            Opening::ClientHello { sni } => sni.clone(),
+        };
+        let declared = (sni.as_deref())
+            .and_then(|sni| self.names.iter().find(|(n, _)| n.eq_ignore_ascii_case(sni)));
+        match declared {
+            Some((name, true)) => Err(OpeningRefused::new(
+                RefusedKind::ClientOpening,
+                format!(
+                    "the client started TLS itself for {name}, but that Backend's \
+                     spec.tls.mode originates TLS: send plaintext and let the proxy do TLS"
+                ),
             )),
-            (OpeningRule::SniMustBe(wanted), Opening::ClientHello { sni }) => match sni {
-                Some(sni) if sni.eq_ignore_ascii_case(wanted) => Ok(()),
-                Some(sni) => Err(OpeningRefused(format!(
-                    "ClientHello SNI {sni:?} is not the Backend hostname {wanted:?}"
-                ))),
-                None => Err(OpeningRefused(format!(
-                    "ClientHello without SNI; the Backend hostname {wanted:?} is required"
-                ))),
-            },
+            Some(_) => Ok(Verdict::Declared { sni }),
+            None => Ok(Verdict::Passthrough { sni }),
         }
     }
 }
+
+/// Why a guarded stream stopped before releasing a passthrough opening: the upstream
+/// was set up for a Backend (TLS originated) and the client's name is not that
+/// Backend's. The caller connects to the dialed address afresh; the guard then
+/// replays the held bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the client's TLS names no Backend here: reconnecting to the address it dialed")]
+pub struct Reroute;
 
 /// Reads `prefix` as far as it goes: `Ok(None)` means more bytes are needed.
 pub fn inspect(prefix: &[u8]) -> Result<Option<Opening>, OpeningRefused> {
@@ -72,7 +118,7 @@ pub fn inspect(prefix: &[u8]) -> Result<Option<Opening>, OpeningRefused> {
         _ => {}
     }
     if prefix.len() > MAX_CLIENT_HELLO {
-        return Err(OpeningRefused(format!(
+        return Err(OpeningRefused::malformed(format!(
             "ClientHello larger than {MAX_CLIENT_HELLO} bytes"
         )));
     }
@@ -82,7 +128,11 @@ pub fn inspect(prefix: &[u8]) -> Result<Option<Opening>, OpeningRefused> {
         match acceptor.read_tls(&mut rest) {
             Ok(0) => break,
             Ok(_) => {}
-            Err(error) => return Err(OpeningRefused(format!("malformed TLS record: {error}"))),
+            Err(error) => {
+                return Err(OpeningRefused::malformed(format!(
+                    "malformed TLS record: {error}"
+                )));
+            }
         }
     }
     match acceptor.accept() {
@@ -90,7 +140,9 @@ pub fn inspect(prefix: &[u8]) -> Result<Option<Opening>, OpeningRefused> {
             sni: accepted.client_hello().server_name().map(str::to_owned),
         })),
         Ok(None) => Ok(None),
-        Err((error, _)) => Err(OpeningRefused(format!("malformed ClientHello: {error}"))),
+        Err((error, _)) => Err(OpeningRefused::malformed(format!(
+            "malformed ClientHello: {error}"
+        ))),
     }
 }
 
@@ -107,15 +159,42 @@ pub struct FirstBytesGuard<S> {
     inner: S,
     rule: OpeningRule,
     state: State,
+    verdict: Option<Verdict>,
+    /// Stop with [`Reroute`] on a passthrough opening instead of releasing it.
+    reroute_passthrough: bool,
 }
 
 impl<S> FirstBytesGuard<S> {
-    pub fn new(inner: S, rule: OpeningRule) -> Self {
+    /// `reroute_passthrough`: the upstream is not the dialed address as it is (TLS is
+    /// originated on it), so a passthrough opening must not be released into it.
+    pub fn new(inner: S, rule: OpeningRule, reroute_passthrough: bool) -> Self {
         Self {
             inner,
             rule,
             state: State::Inspecting(Vec::new()),
+            verdict: None,
+            reroute_passthrough,
         }
+    }
+
+    /// A stream whose opening was judged already: replays `held`, then reads `inner`.
+    pub fn released(inner: S, held: Vec<u8>) -> Self {
+        Self {
+            inner,
+            rule: OpeningRule {
+                names: Vec::new(),
+                plaintext: Ok(()),
+            },
+            state: State::Releasing(held, 0),
+            verdict: None,
+            reroute_passthrough: false,
+        }
+    }
+
+    /// The verdict, once the opening was judged (`None` if the client sent too little
+    /// to judge, or the stream was made [`released`](Self::released)).
+    pub fn verdict(&self) -> Option<&Verdict> {
+        self.verdict.as_ref()
     }
 }
 
@@ -132,16 +211,45 @@ impl<S: AsyncRead + Unpin> FirstBytesGuard<S> {
             let eof = buf.filled().is_empty();
             held.extend_from_slice(buf.filled());
             let verdict = match inspect(held) {
-                Ok(Some(opening)) => self.rule.judge(&opening),
+                Ok(Some(opening)) => self.rule.judge(&opening).map(Some),
                 // The client stopped before the opening was complete: nothing to judge,
                 // the bytes are passed on as they are.
-                Ok(None) if eof => Ok(()),
+                Ok(None) if eof => Ok(None),
                 Ok(None) => continue,
                 Err(refused) => Err(refused),
             };
-            verdict.map_err(|refused| io::Error::new(io::ErrorKind::PermissionDenied, refused))?;
+            let verdict = verdict
+                .map_err(|refused| io::Error::new(io::ErrorKind::PermissionDenied, refused))?;
             let held = std::mem::take(held);
             self.state = State::Releasing(held, 0);
+            let reroute =
+                self.reroute_passthrough && matches!(verdict, Some(Verdict::Passthrough { .. }));
+            self.verdict = verdict;
+            if reroute {
+                // Once: the caller reconnects and reads on, getting the held bytes.
+                self.reroute_passthrough = false;
+                return Poll::Ready(Err(io::Error::other(Reroute)));
+            }
+        }
+    }
+}
+
+/// Reads the client's opening without consuming it: what it is (`None`: the client
+/// closed before it could be told) and the bytes read, to be replayed with
+/// [`FirstBytesGuard::released`].
+pub async fn read_opening<S: AsyncRead + Unpin>(
+    stream: &mut S,
+) -> io::Result<(Result<Option<Opening>, OpeningRefused>, Vec<u8>)> {
+    use tokio::io::AsyncReadExt;
+    let mut held = Vec::with_capacity(1024);
+    loop {
+        held.reserve(4096);
+        if stream.read_buf(&mut held).await? == 0 {
+            return Ok((Ok(None), held));
+        }
+        match inspect(&held) {
+            Ok(None) => continue,
+            judged => return Ok((judged, held)),
         }
     }
 }
@@ -192,6 +300,13 @@ pub fn refusal(error: &io::Error) -> Option<&OpeningRefused> {
     error
         .get_ref()
         .and_then(|inner| inner.downcast_ref::<OpeningRefused>())
+}
+
+/// Whether a guarded stream stopped for a [`Reroute`].
+pub fn is_reroute(error: &io::Error) -> bool {
+    error
+        .get_ref()
+        .is_some_and(|inner| inner.downcast_ref::<Reroute>().is_some())
 }
 
 #[cfg(test)]

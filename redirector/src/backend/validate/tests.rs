@@ -327,3 +327,19 @@ fn object_key_displays_and_orders() {
     assert_eq!(a.to_string(), "a/z");
     assert!(a < b, "namespace sorts first");
 }
+
+#[test]
+fn h2c_with_tls_origination_is_refused() {
+    let tls = format!(
+        "{}, protocol: H2C",
+        server_only(&format!("hostname: api.example.com, {SYSTEM}"))
+    );
+    assert_eq!(outcome(META, &tls).unwrap_err(), ["spec.protocol"]);
+    let none = format!("{}, protocol: H2C", with_tls("mode: None"));
+    assert!(outcome(META, &none).is_ok(), "{none}");
+    let http2 = format!(
+        "{}, protocol: HTTP2",
+        server_only(&format!("hostname: api.example.com, {SYSTEM}"))
+    );
+    assert!(outcome(META, &http2).is_ok(), "{http2}");
+}

@@ -70,6 +70,11 @@ impl Protocol {
             Self::Mcp => "MCP",
         }
     }
+
+    /// Whether the proxy speaks HTTP to both sides (everything but `TCP`).
+    pub fn is_http(self) -> bool {
+        self != Self::Tcp
+    }
 }
 
 impl fmt::Display for Protocol {

@@ -64,26 +64,64 @@ fn garbage_after_a_handshake_header_is_refused() {
     assert!(inspect(&bogus).is_err());
 }
 
+/// One Backend on the address: `originates` says whether the proxy does its TLS.
+fn only(name: &str, originates: bool) -> OpeningRule {
+    OpeningRule {
+        names: vec![(name.to_owned(), originates)],
+        plaintext: Ok(()),
+    }
+}
+
 #[test]
 fn rules() {
     let hello = |sni: Option<&str>| Opening::ClientHello {
         sni: sni.map(str::to_owned),
     };
-    let pass = OpeningRule::SniMustBe("api.example.test".into());
-    assert!(pass.judge(&Opening::Plain).is_ok());
-    assert!(pass.judge(&hello(Some("API.example.test"))).is_ok());
-    assert!(pass.judge(&hello(Some("evil.example.test"))).is_err());
-    assert!(pass.judge(&hello(None)).is_err());
-    assert!(OpeningRule::Plaintext.judge(&Opening::Plain).is_ok());
-    assert!(
-        OpeningRule::Plaintext
-            .judge(&hello(Some("api.example.test")))
-            .is_err()
+    let plain = only("api.example.test", false);
+    assert!(plain.judge(&Opening::Plain).is_ok());
+    assert_eq!(
+        plain.judge(&hello(Some("API.example.test"))),
+        Ok(Verdict::Declared {
+            sni: Some("API.example.test".into())
+        })
     );
+    // Another site on the same address, or no name at all: not ours, passed through.
+    assert_eq!(
+        plain.judge(&hello(Some("other.example.test"))),
+        Ok(Verdict::Passthrough {
+            sni: Some("other.example.test".into())
+        })
+    );
+    assert_eq!(
+        plain.judge(&hello(None)),
+        Ok(Verdict::Passthrough { sni: None })
+    );
+    let originating = only("api.example.test", true);
+    assert!(originating.judge(&Opening::Plain).is_ok());
+    let refused = originating
+        .judge(&hello(Some("api.example.test")))
+        .unwrap_err();
+    assert_eq!(refused.kind, RefusedKind::ClientOpening);
+    assert!(matches!(
+        originating.judge(&hello(Some("other.example.test"))),
+        Ok(Verdict::Passthrough { .. })
+    ));
+    let shared = OpeningRule {
+        names: vec![("a.test".into(), true), ("b.test".into(), false)],
+        plaintext: Err(OpeningRefused::new(RefusedKind::Ambiguous, "which one?")),
+    };
+    assert_eq!(
+        shared.judge(&Opening::Plain).unwrap_err().kind,
+        RefusedKind::Ambiguous
+    );
+    assert!(matches!(
+        shared.judge(&hello(Some("b.test"))),
+        Ok(Verdict::Declared { .. })
+    ));
 }
 
 /// Feeds `bytes` one at a time through a guard and returns what comes out.
-async fn through_guard(bytes: Vec<u8>, rule: OpeningRule) -> io::Result<Vec<u8>> {
+async fn through_guard(bytes: Vec<u8>, rule: OpeningRule, reroute: bool) -> io::Result<Vec<u8>> {
     let (mut writer, reader) = duplex(1);
     let feeder = tokio::spawn(async move {
         for byte in bytes {
@@ -92,7 +130,7 @@ async fn through_guard(bytes: Vec<u8>, rule: OpeningRule) -> io::Result<Vec<u8>>
             }
         }
     });
-    let mut guard = FirstBytesGuard::new(reader, rule);
+    let mut guard = FirstBytesGuard::new(reader, rule, reroute);
     let mut out = Vec::new();
     let result = guard.read_to_end(&mut out).await.map(|_| out);
     feeder.abort();
@@ -104,42 +142,63 @@ async fn guard_passes_a_split_client_hello_with_the_right_sni_unchanged() {
     let hello = named("api.example.test");
     let mut stream = hello.clone();
     stream.extend_from_slice(b"more");
-    let out = through_guard(
-        stream.clone(),
-        OpeningRule::SniMustBe("api.example.test".into()),
-    )
-    .await
-    .unwrap();
+    let out = through_guard(stream.clone(), only("api.example.test", false), true)
+        .await
+        .unwrap();
     assert_eq!(out, stream);
 }
 
 #[tokio::test]
 async fn guard_refuses_before_releasing_anything() {
     let error = through_guard(
-        named("other.example.test"),
-        OpeningRule::SniMustBe("api.example.test".into()),
+        named("api.example.test"),
+        only("api.example.test", true),
+        false,
     )
     .await
     .unwrap_err();
     assert!(refusal(&error).is_some(), "{error}");
-    let error = through_guard(named("api.example.test"), OpeningRule::Plaintext)
-        .await
-        .unwrap_err();
-    assert!(refusal(&error).is_some(), "{error}");
+}
+
+#[tokio::test]
+async fn guard_stops_a_passthrough_for_rerouting_then_replays_it() {
+    let hello = named("other.example.test");
+    let (mut writer, reader) = duplex(64 * 1024);
+    writer.write_all(&hello).await.unwrap();
+    drop(writer);
+    let mut guard = FirstBytesGuard::new(reader, only("api.example.test", true), true);
+    let mut out = Vec::new();
+    let error = guard.read_to_end(&mut out).await.unwrap_err();
+    assert!(is_reroute(&error), "{error}");
+    assert!(out.is_empty(), "nothing released before the reroute");
+    guard.read_to_end(&mut out).await.unwrap();
+    assert_eq!(out, hello);
+    assert!(matches!(guard.verdict(), Some(Verdict::Passthrough { .. })));
 }
 
 #[tokio::test]
 async fn guard_passes_plaintext_and_short_streams() {
-    let out = through_guard(b"hello".to_vec(), OpeningRule::Plaintext)
-        .await
-        .unwrap();
-    assert_eq!(out, b"hello");
-    let out = through_guard(vec![0x16], OpeningRule::Plaintext)
-        .await
-        .unwrap();
-    assert_eq!(out, vec![0x16]);
-    let out = through_guard(Vec::new(), OpeningRule::Plaintext)
-        .await
-        .unwrap();
-    assert!(out.is_empty());
+    for bytes in [b"hello".to_vec(), vec![0x16], Vec::new()] {
+        let out = through_guard(bytes.clone(), only("api.example.test", true), true)
+            .await
+            .unwrap();
+        assert_eq!(out, bytes);
+    }
+}
+
+#[tokio::test]
+async fn read_opening_returns_what_it_read() {
+    let hello = named("api.example.test");
+    let mut stream = hello.clone();
+    stream.extend_from_slice(b"tail");
+    let (mut writer, mut reader) = duplex(64 * 1024);
+    writer.write_all(&stream).await.unwrap();
+    let (opening, held) = read_opening(&mut reader).await.unwrap();
+    assert_eq!(
+        opening,
+        Ok(Some(Opening::ClientHello {
+            sni: Some("api.example.test".into())
+        }))
+    );
+    assert!(stream.starts_with(&held) && held.len() >= hello.len());
 }

@@ -1,0 +1,149 @@
+//! Response bodies as the proxy hands them to the client: streamed frame by frame (never
+//! collected), and measured, so that a request's duration, size and access log line are
+//! recorded when its body ends, not when its head arrives.
+
+use std::{
+    pin::Pin,
+    sync::Arc,
+    task::{Context, Poll},
+    time::Instant,
+};
+
+use bytes::Bytes;
+use http::{Method, Response, Version};
+use http_body_util::{BodyExt, Full, combinators::UnsyncBoxBody};
+use hyper::body::{Body, Frame, Incoming, SizeHint};
+
+use super::access_log::Entry;
+use crate::proxy::Shared;
+
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Every body the proxy answers with.
+pub type ProxyBody = UnsyncBoxBody<Bytes, BoxError>;
+
+/// An upstream's body, passed through as it streams.
+pub fn upstream(body: Incoming) -> ProxyBody {
+    body.map_err(BoxError::from).boxed_unsync()
+}
+
+/// A short body the proxy writes itself.
+pub fn text(text: String) -> ProxyBody {
+    Full::new(Bytes::from(text))
+        .map_err(|never| match never {})
+        .boxed_unsync()
+}
+
+/// What is known of a request when its response starts.
+pub struct Completion {
+    pub started: Instant,
+    pub backend: String,
+    pub method: Method,
+    pub authority: String,
+    pub path: String,
+}
+
+/// Wraps `response`'s body so that its end (or the client going away) is recorded.
+pub fn metered(
+    response: Response<ProxyBody>,
+    completion: Completion,
+    shared: Arc<Shared>,
+) -> Response<ProxyBody> {
+    let status = response.status().as_u16();
+    let version = response.version();
+    response.map(|inner| {
+        Metered {
+            inner,
+            bytes: 0,
+            record: Some(Record {
+                completion,
+                status,
+                version,
+                shared,
+            }),
+        }
+        .boxed_unsync()
+    })
+}
+
+struct Record {
+    completion: Completion,
+    status: u16,
+    version: Version,
+    shared: Arc<Shared>,
+}
+
+struct Metered {
+    inner: ProxyBody,
+    bytes: u64,
+    record: Option<Record>,
+}
+
+impl Metered {
+    fn finish(&mut self) {
+        let Some(Record {
+            completion,
+            status,
+            version,
+            shared,
+        }) = self.record.take()
+        else {
+            return;
+        };
+        let took = completion.started.elapsed();
+        shared.stats.http.finished(&completion.backend, took);
+        if let Some(log) = &shared.http.access_log {
+            log.write(&Entry {
+                backend: &completion.backend,
+                method: completion.method.as_str(),
+                authority: &completion.authority,
+                path: &completion.path,
+                status,
+                bytes: self.bytes,
+                duration_ms: took.as_secs_f64() * 1e3,
+                upstream_protocol: match version {
+                    Version::HTTP_2 => "HTTP/2",
+                    Version::HTTP_10 => "HTTP/1.0",
+                    _ => "HTTP/1.1",
+                },
+            });
+        }
+    }
+}
+
+impl Body for Metered {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        match &polled {
+            Poll::Ready(Some(Ok(frame))) => {
+                if let Some(data) = frame.data_ref() {
+                    self.bytes += data.len() as u64;
+                }
+            }
+            Poll::Ready(None) | Poll::Ready(Some(Err(_))) => self.finish(),
+            Poll::Pending => {}
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+impl Drop for Metered {
+    /// A client that went away mid-body ends the request too.
+    fn drop(&mut self) {
+        self.finish();
+    }
+}

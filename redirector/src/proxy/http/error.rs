@@ -1,0 +1,150 @@
+//! Answers the proxy gives itself, and why: each is an HTTP response the client can
+//! read, counted by reason in `redirector_http_errors_total`.
+
+use std::{error::Error as StdError, net::SocketAddr};
+
+use http::{Response, StatusCode, header::CONTENT_TYPE};
+
+use super::{
+    body::{ProxyBody, text},
+    upstream::DialError,
+};
+use crate::proxy::Shared;
+
+/// Why the proxy answered a request itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum HttpError {
+    /// The Host names no Backend of the dialed address (421).
+    Misdirected,
+    /// The Backend's TLS settings cannot be used (502).
+    TlsConfig,
+    /// The upstream refused or did not answer the TCP connect (502).
+    UpstreamConnect,
+    /// The TLS handshake with the upstream failed (502).
+    UpstreamHandshake,
+    /// No response head within `--http-response-timeout` (504).
+    UpstreamTimeout,
+    /// The upstream broke off or sent something that is not HTTP (502).
+    UpstreamError,
+    /// The client's request could not be parsed (400; hyper answers it).
+    MalformedRequest,
+    /// The client's request head is too large (431; hyper answers it).
+    HeadersTooLarge,
+}
+
+impl HttpError {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Misdirected => "misdirected",
+            Self::TlsConfig => "tls_config",
+            Self::UpstreamConnect => "upstream_connect",
+            Self::UpstreamHandshake => "upstream_handshake",
+            Self::UpstreamTimeout => "upstream_timeout",
+            Self::UpstreamError => "upstream_error",
+            Self::MalformedRequest => "malformed_request",
+            Self::HeadersTooLarge => "headers_too_large",
+        }
+    }
+
+    pub fn status(self) -> StatusCode {
+        match self {
+            Self::Misdirected => StatusCode::MISDIRECTED_REQUEST,
+            Self::UpstreamTimeout => StatusCode::GATEWAY_TIMEOUT,
+            Self::MalformedRequest => StatusCode::BAD_REQUEST,
+            Self::HeadersTooLarge => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            Self::TlsConfig
+            | Self::UpstreamConnect
+            | Self::UpstreamHandshake
+            | Self::UpstreamError => StatusCode::BAD_GATEWAY,
+        }
+    }
+}
+
+/// A request the proxy answers itself, and what to tell the client and the log.
+#[derive(Debug)]
+pub struct ProxyError {
+    pub kind: HttpError,
+    pub detail: String,
+}
+
+impl ProxyError {
+    pub fn new(kind: HttpError, detail: impl Into<String>) -> Self {
+        Self {
+            kind,
+            detail: detail.into(),
+        }
+    }
+
+    /// Classifies a failed upstream request: our dialer's errors say what failed; the
+    /// rest is the upstream connection breaking.
+    pub fn from_client(error: &(dyn StdError + 'static), original: SocketAddr) -> Self {
+        let mut cause: Option<&(dyn StdError + 'static)> = Some(error);
+        while let Some(current) = cause {
+            if let Some(dial) = current.downcast_ref::<DialError>() {
+                return Self::new(dial.kind, dial.to_string());
+            }
+            cause = current.source();
+        }
+        Self::new(
+            HttpError::UpstreamError,
+            format!("upstream {original}: {}", chain(error)),
+        )
+    }
+
+    pub fn response(&self) -> Response<ProxyBody> {
+        let status = self.kind.status();
+        let mut response = Response::new(text(format!(
+            "redirector: {} {}: {}\n",
+            status.as_u16(),
+            status.canonical_reason().unwrap_or(""),
+            self.detail
+        )));
+        *response.status_mut() = status;
+        response.headers_mut().insert(
+            CONTENT_TYPE,
+            http::HeaderValue::from_static("text/plain; charset=utf-8"),
+        );
+        response
+    }
+}
+
+/// An error and its causes, `: `-separated (hyper's own messages are terse).
+fn chain(error: &(dyn StdError + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(current) = cause {
+        text.push_str(": ");
+        text.push_str(&current.to_string());
+        cause = current.source();
+    }
+    text
+}
+
+/// A client connection ended with an error. hyper has already answered a request it
+/// could not parse (400, or 431 for an oversized head); count those.
+pub fn client_connection_failed(
+    shared: &Shared,
+    backend: &str,
+    error: &(dyn StdError + Send + Sync + 'static),
+) {
+    let hyper_error = error.downcast_ref::<hyper::Error>();
+    let kind = match hyper_error {
+        Some(e) if e.is_parse_too_large() => Some(HttpError::HeadersTooLarge),
+        Some(e) if e.is_parse() => Some(HttpError::MalformedRequest),
+        _ => None,
+    };
+    match kind {
+        Some(kind) => {
+            shared.stats.http.error(backend, kind);
+            if let Some(suppressed) = shared.log_limit.allow(kind.as_str()) {
+                tracing::warn!(
+                    backend,
+                    reason = kind.as_str(),
+                    suppressed,
+                    "client request refused: {error}"
+                );
+            }
+        }
+        None => tracing::debug!(backend, %error, "client connection ended with an error"),
+    }
+}

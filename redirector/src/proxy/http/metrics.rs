@@ -1,0 +1,146 @@
+//! Per-request metrics of HTTP Backends.
+
+use std::time::Duration;
+
+use http::StatusCode;
+use prometheus_client::{
+    encoding::EncodeLabelSet,
+    metrics::{
+        counter::Counter,
+        family::Family,
+        histogram::{Histogram, exponential_buckets},
+    },
+    registry::Registry,
+};
+
+use super::error::HttpError;
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BackendLabel {
+    backend: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BackendClass {
+    backend: String,
+    class: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BackendReason {
+    backend: String,
+    reason: &'static str,
+}
+
+fn duration_buckets() -> Histogram {
+    // 0.5 ms .. ~65 s
+    Histogram::new(exponential_buckets(0.0005, 2.0, 18))
+}
+
+#[derive(Debug)]
+pub struct HttpStats {
+    requests: Family<BackendClass, Counter>,
+    duration: Family<BackendLabel, Histogram, fn() -> Histogram>,
+    opened: Family<BackendLabel, Counter>,
+    reused: Family<BackendLabel, Counter>,
+    errors: Family<BackendReason, Counter>,
+}
+
+impl Default for HttpStats {
+    fn default() -> Self {
+        Self {
+            requests: Family::default(),
+            duration: Family::new_with_constructor(duration_buckets),
+            opened: Family::default(),
+            reused: Family::default(),
+            errors: Family::default(),
+        }
+    }
+}
+
+impl HttpStats {
+    pub fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "redirector_http_requests",
+            "HTTP requests answered, by Backend and status class (1xx..5xx), the proxy's own \
+             answers included",
+            self.requests.clone(),
+        );
+        registry.register(
+            "redirector_http_request_duration_seconds",
+            "Time from a request's arrival to the end of its response body",
+            self.duration.clone(),
+        );
+        registry.register(
+            "redirector_http_upstream_connections_opened",
+            "Upstream connections opened for HTTP Backends",
+            self.opened.clone(),
+        );
+        registry.register(
+            "redirector_http_upstream_connections_reused",
+            "HTTP requests sent on an upstream connection that had carried one before",
+            self.reused.clone(),
+        );
+        registry.register(
+            "redirector_http_errors",
+            "HTTP requests the proxy answered itself, by reason (misdirected 421, \
+             upstream_connect/upstream_handshake/tls_config/upstream_error 502, \
+             upstream_timeout 504, malformed_request 400, headers_too_large 431)",
+            self.errors.clone(),
+        );
+    }
+
+    pub fn answered(&self, backend: &str, status: StatusCode) {
+        let class = match status.as_u16() / 100 {
+            1 => "1xx",
+            2 => "2xx",
+            3 => "3xx",
+            4 => "4xx",
+            _ => "5xx",
+        };
+        let labels = BackendClass {
+            backend: backend.to_owned(),
+            class,
+        };
+        self.requests.get_or_create(&labels).inc();
+    }
+
+    pub fn finished(&self, backend: &str, took: Duration) {
+        self.duration
+            .get_or_create(&label(backend))
+            .observe(took.as_secs_f64());
+    }
+
+    pub fn opened(&self, backend: &str) {
+        self.opened.get_or_create(&label(backend)).inc();
+    }
+
+    /// A request went out on a pooled connection (`reused`: one that had carried a
+    /// request before).
+    pub fn used(&self, backend: &str, reused: bool) {
+        if reused {
+            self.reused.get_or_create(&label(backend)).inc();
+        }
+    }
+
+    pub fn error(&self, backend: &str, kind: HttpError) {
+        let labels = BackendReason {
+            backend: backend.to_owned(),
+            reason: kind.as_str(),
+        };
+        self.errors.get_or_create(&labels).inc();
+        if matches!(
+            kind,
+            HttpError::MalformedRequest | HttpError::HeadersTooLarge
+        ) {
+            // hyper answered these before any service ran: count their status too.
+            self.answered(backend, kind.status());
+        }
+    }
+}
+
+fn label(backend: &str) -> BackendLabel {
+    BackendLabel {
+        backend: backend.to_owned(),
+    }
+}

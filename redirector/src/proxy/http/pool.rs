@@ -1,0 +1,143 @@
+//! Upstream connection pools: one hyper client per (Backend, upstream address, TLS
+//! settings), so idle connections are reused across client connections, and h2
+//! connections carry the requests of many clients at once.
+//!
+//! hyper-util's client does the pooling: idle timeout, HTTP/1 reuse, h2 sharing, and
+//! the one safe retry (a request that failed on a reused connection before any byte of
+//! it was written is sent again on a fresh one). When a Backend's TLS material changes
+//! its origination is rebuilt, the key no longer matches, and [`Pools::retain`] drops
+//! the old client with its idle connections.
+
+use std::{
+    collections::HashMap,
+    hash::{Hash, Hasher},
+    net::SocketAddr,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use hyper::body::Incoming;
+use hyper_util::{
+    client::legacy::Client,
+    rt::{TokioExecutor, TokioTimer},
+};
+
+use super::upstream::Dialer;
+use crate::{
+    backend::{ObjectKey, Protocol},
+    proxy::Shared,
+    table::{BackendTable, Entry},
+    tls::TlsOrigination,
+};
+
+pub type UpstreamClient = Client<Dialer, Incoming>;
+
+/// What a pooled connection is good for.
+#[derive(Clone)]
+struct PoolKey {
+    backend: ObjectKey,
+    to: SocketAddr,
+    protocol: Protocol,
+    /// Compared by identity: a rebuilt origination is new material.
+    tls: Option<Arc<TlsOrigination>>,
+}
+
+impl PoolKey {
+    fn tls_identity(&self) -> usize {
+        self.tls.as_ref().map_or(0, |tls| Arc::as_ptr(tls) as usize)
+    }
+}
+
+impl PartialEq for PoolKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.backend == other.backend
+            && self.to == other.to
+            && self.protocol == other.protocol
+            && self.tls_identity() == other.tls_identity()
+    }
+}
+
+impl Eq for PoolKey {}
+
+impl Hash for PoolKey {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.backend.hash(state);
+        self.to.hash(state);
+        self.protocol.hash(state);
+        self.tls_identity().hash(state);
+    }
+}
+
+pub struct Pools {
+    idle_timeout: Duration,
+    clients: Mutex<HashMap<PoolKey, UpstreamClient>>,
+}
+
+impl Pools {
+    pub fn new(idle_timeout: Duration) -> Self {
+        Self {
+            idle_timeout,
+            clients: Mutex::default(),
+        }
+    }
+
+    /// The client of `entry`'s pool towards `to`.
+    pub fn client(
+        &self,
+        shared: &Shared,
+        entry: &Entry,
+        tls: Option<&Arc<TlsOrigination>>,
+        to: SocketAddr,
+    ) -> UpstreamClient {
+        let key = PoolKey {
+            backend: entry.backend.key.clone(),
+            to,
+            protocol: entry.backend.protocol,
+            tls: tls.cloned(),
+        };
+        let mut clients = self.clients.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(client) = clients.get(&key) {
+            return client.clone();
+        }
+        let dialer = Dialer::new(shared, entry, tls, to);
+        let client = self.build(entry.backend.protocol, dialer);
+        clients.insert(key, client.clone());
+        client
+    }
+
+    fn build(&self, protocol: Protocol, dialer: Dialer) -> UpstreamClient {
+        let mut builder = Client::builder(TokioExecutor::new());
+        builder
+            .pool_idle_timeout(self.idle_timeout)
+            .pool_timer(TokioTimer::new())
+            .timer(TokioTimer::new())
+            // The Host header is set by the proxy from the Backend, never from the URI.
+            .set_host(false)
+            .retry_canceled_requests(true);
+        // HTTP2 and H2C: h2 whatever ALPN says (prior knowledge in cleartext). HTTP with
+        // TLS: h2 if the server picks it in ALPN (the dialer says so), else HTTP/1.1.
+        if matches!(protocol, Protocol::Http2 | Protocol::H2c) {
+            builder.http2_only(true);
+        }
+        builder.build(dialer)
+    }
+
+    /// Drops the pools whose Backend, address or TLS material is no longer in `table`:
+    /// their idle connections close; requests in flight on them finish.
+    pub fn retain(&self, table: &BackendTable) {
+        let current: HashMap<&ObjectKey, &Arc<Entry>> =
+            table.entries().map(|e| (&e.backend.key, e)).collect();
+        let mut clients = self.clients.lock().unwrap_or_else(|p| p.into_inner());
+        clients.retain(|key, _| {
+            current.get(&key.backend).is_some_and(|entry| {
+                let tls = match &entry.origination {
+                    Ok(Some(tls)) => Arc::as_ptr(tls) as usize,
+                    _ => 0,
+                };
+                entry.backend.protocol == key.protocol
+                    && tls == key.tls_identity()
+                    && entry.addresses.contains(&key.to.ip())
+            })
+        });
+    }
+}

@@ -1,0 +1,81 @@
+//! Upgrade requests (WebSocket and others): an HTTP/1.1 upstream connection of their
+//! own, whatever the Backend's protocol, then bytes both ways once both sides agreed.
+
+use std::{net::SocketAddr, sync::Arc};
+
+use http::{Request, Response, StatusCode};
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+
+use super::{
+    body::{ProxyBody, upstream as upstream_body},
+    error::{HttpError, ProxyError},
+    headers,
+    upstream::Dialer,
+};
+use crate::{proxy::Shared, table::Entry, tls::TlsOrigination};
+
+pub async fn forward(
+    shared: &Arc<Shared>,
+    entry: &Entry,
+    tls: Option<&Arc<TlsOrigination>>,
+    to: SocketAddr,
+    mut req: Request<Incoming>,
+) -> Result<Response<ProxyBody>, ProxyError> {
+    let stream = Dialer::new(shared, entry, tls, to)
+        .dial(tls.map(|tls| tls.http1_config.clone()))
+        .await
+        .map_err(|error| ProxyError::new(error.kind, error.detail))?;
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(|error| ProxyError::from_client(&error, to))?;
+    tokio::spawn(async move {
+        if let Err(error) = connection.with_upgrades().await {
+            tracing::debug!(%error, "upgrade connection to the upstream ended");
+        }
+    });
+    // The origin-form target: this connection is the upstream's own.
+    let path = req
+        .uri()
+        .path_and_query()
+        .map_or("/", |p| p.as_str())
+        .to_owned();
+    *req.uri_mut() = path.parse().map_err(|_| {
+        ProxyError::new(
+            HttpError::UpstreamError,
+            format!("bad request target {path:?}"),
+        )
+    })?;
+    let client_side = hyper::upgrade::on(&mut req);
+    let mut response = sender
+        .send_request(req)
+        .await
+        .map_err(|error| ProxyError::from_client(&error, to))?;
+    if response.status() != StatusCode::SWITCHING_PROTOCOLS {
+        headers::strip_hop_by_hop(response.headers_mut(), false);
+        return Ok(response.map(upstream_body));
+    }
+    let upstream_side = hyper::upgrade::on(&mut response);
+    let limits = shared.limits;
+    shared.tasks.spawn(async move {
+        let (client, upstream) = match tokio::try_join!(client_side, upstream_side) {
+            Ok(both) => both,
+            Err(error) => {
+                tracing::debug!(%error, "upgrade did not complete");
+                return;
+            }
+        };
+        let (mut client, mut upstream) = (TokioIo::new(client), TokioIo::new(upstream));
+        let (_, result) = crate::proxy::splice::splice(
+            &mut client,
+            &mut upstream,
+            limits.buffer_size,
+            limits.idle_timeout,
+        )
+        .await;
+        if let Err(error) = result {
+            tracing::debug!(%error, "upgraded connection ended with an error");
+        }
+    });
+    Ok(response.map(upstream_body))
+}

@@ -1,0 +1,284 @@
+//! Bytes Backends (`protocol` absent or `TCP`): the client's bytes are spliced to the
+//! dialed address, with TLS originated first when the Backend says so.
+//!
+//! The upstream is connected before the client's first byte is read, so protocols where
+//! the server speaks first work. The client's opening is judged by a [`FirstBytesGuard`]
+//! before any byte of it goes upstream: its own TLS towards a TLS-originating Backend is
+//! refused; its own TLS to a name no Backend here declares goes to the dialed address
+//! unchanged (passthrough), through a fresh connection if TLS was already originated.
+
+use std::{io, net::SocketAddr, time::Instant};
+
+use tokio::{
+    io::{AsyncRead, AsyncWrite},
+    net::TcpStream,
+};
+use tokio_rustls::TlsConnector;
+
+use super::{
+    Refusal, Shared,
+    connection::{Refused, Routed, connect_upstream},
+    splice::{Transferred, splice},
+};
+use crate::{
+    table::{Candidates, join},
+    tls::{
+        HandshakeFailure, TlsOrigination,
+        sniff::{self, FirstBytesGuard, OpeningRefused, OpeningRule, RefusedKind, Verdict},
+    },
+};
+
+/// How long a failed TLS connection is given to reveal a queued alert.
+const ALERT_WAIT: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// A refusal, with the Backend it is counted against (`None`: none could be named).
+pub type Failure = (Option<String>, Refused);
+
+/// Connects to the original destination as the Backend says and copies both ways.
+pub async fn forward(shared: &Shared, routed: &Routed, client: TcpStream) -> Result<(), Failure> {
+    let limits = shared.limits;
+    let label = routed.label();
+    let fail = |refused: Refused| (Some(label.clone()), refused);
+    // Several Backends on one address: bytes go to the dialed address unchanged (the
+    // rule refuses plaintext there unless none of them originates TLS).
+    let origination = match &*routed.candidates {
+        [only] => only.origination.clone().map_err(|error| {
+            fail(Refused::new(
+                Refusal::TlsConfig,
+                format!(
+                    "Backend {} has unusable TLS settings: {error}",
+                    only.backend.key
+                ),
+            ))
+        })?,
+        _ => None,
+    };
+    let connecting = Instant::now();
+    let upstream = dial(shared, routed.original).await.map_err(fail)?;
+    let active = shared.stats.active_guard(&label);
+    let rule = opening_rule(&routed.candidates, routed.original);
+    let mut client = FirstBytesGuard::new(client, rule, origination.is_some());
+    let (moved, result) = match origination {
+        None => {
+            shared.stats.connected(&label, connecting.elapsed());
+            let mut upstream = upstream;
+            splice(
+                &mut client,
+                &mut upstream,
+                limits.buffer_size,
+                limits.idle_timeout,
+            )
+            .await
+        }
+        Some(tls) => {
+            let mut upstream = handshake(&tls, upstream, limits.connect_timeout)
+                .await
+                .map_err(fail)?;
+            shared.stats.connected(&label, connecting.elapsed());
+            let (moved, result) = splice(
+                &mut client,
+                &mut upstream,
+                limits.buffer_size,
+                limits.idle_timeout,
+            )
+            .await;
+            match result {
+                Err(error) if sniff::is_reroute(&error) => {
+                    // Nothing of the client's was written to the TLS connection.
+                    drop(upstream);
+                    let mut direct = dial(shared, routed.original).await.map_err(fail)?;
+                    let (more, result) = splice(
+                        &mut client,
+                        &mut direct,
+                        limits.buffer_size,
+                        limits.idle_timeout,
+                    )
+                    .await;
+                    (add(moved, more), result)
+                }
+                Err(error) if sniff::refusal(&error).is_none() => (
+                    moved,
+                    Err(pending_alert(&mut upstream).await.unwrap_or(error)),
+                ),
+                other => (moved, other),
+            }
+        }
+    };
+    drop(active);
+    let counted = match client.verdict() {
+        Some(Verdict::Passthrough { .. }) => None,
+        Some(Verdict::Declared { sni: Some(sni) }) => Some(named(&routed.candidates, sni, &label)),
+        _ => Some(label.clone()),
+    };
+    finish(shared, counted.as_deref(), moved, result).map_err(|refused| (counted, refused))
+}
+
+/// Splices an already-judged client (its opening held for replay) to the dialed
+/// address as it is; counted for `backend`, or as a passthrough if `None`.
+pub(super) async fn splice_to_dialed<S>(
+    shared: &Shared,
+    routed: &Routed,
+    mut client: S,
+    backend: Option<String>,
+) -> Result<(), Failure>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let mut upstream = dial(shared, routed.original)
+        .await
+        .map_err(|refused| (backend.clone(), refused))?;
+    let active = shared.stats.active_guard(backend.as_deref().unwrap_or("-"));
+    let limits = shared.limits;
+    let (moved, result) = splice(
+        &mut client,
+        &mut upstream,
+        limits.buffer_size,
+        limits.idle_timeout,
+    )
+    .await;
+    drop(active);
+    finish(shared, backend.as_deref(), moved, result).map_err(|refused| (backend, refused))
+}
+
+/// Counts the end of a forwarded (`Some(backend)`) or passed-through (`None`)
+/// connection, or turns its error into a refusal.
+fn finish(
+    shared: &Shared,
+    backend: Option<&str>,
+    moved: Transferred,
+    result: io::Result<()>,
+) -> Result<(), Refused> {
+    let key = backend.unwrap_or("-");
+    shared
+        .stats
+        .transferred(key, moved.client_to_upstream, moved.upstream_to_client);
+    let count = || match backend {
+        Some(backend) => shared.stats.forwarded(backend),
+        None => shared.stats.passthrough("undeclared_sni"),
+    };
+    let Err(error) = result else {
+        count();
+        tracing::debug!(
+            backend = key,
+            sent = moved.client_to_upstream,
+            received = moved.upstream_to_client,
+            "finished"
+        );
+        return Ok(());
+    };
+    match (sniff::refusal(&error), HandshakeFailure::classify(&error)) {
+        (Some(refused), _) => Err(Refused::new(
+            match refused.kind {
+                RefusedKind::ClientOpening => Refusal::ClientOpening,
+                RefusedKind::Ambiguous => Refusal::Ambiguous,
+            },
+            refused.to_string(),
+        )),
+        (None, HandshakeFailure::RejectedByServer) => Err(Refused::new(
+            Refusal::Handshake(HandshakeFailure::RejectedByServer),
+            format!("the server rejected the handshake (client certificate?): {error}"),
+        )),
+        (None, _) => {
+            count();
+            tracing::debug!(backend = key, %error, "connection ended with an error");
+            Ok(())
+        }
+    }
+}
+
+/// What the Backends of the dialed address allow the client to open with.
+pub(super) fn opening_rule(candidates: &Candidates, original: SocketAddr) -> OpeningRule {
+    let names = (candidates.iter())
+        .map(|e| (e.backend.hostname.clone(), e.originates_tls()))
+        .collect();
+    let plaintext = match &**candidates {
+        [_] => Ok(()),
+        several if several.iter().all(|e| !e.originates_tls()) => Ok(()),
+        several => Err(OpeningRefused::new(
+            RefusedKind::Ambiguous,
+            format!(
+                "plaintext to {original}, which Backends {} share while they differ in TLS: \
+                 nothing in the bytes names one of them (only an HTTP Host or a TLS SNI does)",
+                join(several)
+            ),
+        )),
+    };
+    OpeningRule { names, plaintext }
+}
+
+/// The Backend whose hostname is `sni`, for counting (the rule has matched it).
+pub(super) fn named(candidates: &Candidates, sni: &str, fallback: &str) -> String {
+    (candidates.iter())
+        .find(|e| e.backend.hostname.eq_ignore_ascii_case(sni))
+        .map_or_else(|| fallback.to_owned(), |e| e.backend.key.to_string())
+}
+
+fn add(a: Transferred, b: Transferred) -> Transferred {
+    Transferred {
+        client_to_upstream: a.client_to_upstream + b.client_to_upstream,
+        upstream_to_client: a.upstream_to_client + b.upstream_to_client,
+    }
+}
+
+async fn dial(shared: &Shared, to: SocketAddr) -> Result<TcpStream, Refused> {
+    connect_upstream(&shared.agent_sockets, to, shared.limits.connect_timeout)
+        .await
+        .map_err(|error| Refused::new(Refusal::UpstreamConnect, format!("cannot connect: {error}")))
+}
+
+/// With TLS 1.3 the server judges our client certificate after our side of the handshake
+/// is done: its refusal is an alert queued behind whatever broke the splice (typically
+/// a reset when we wrote). Read once more so rustls surfaces that alert.
+async fn pending_alert(
+    upstream: &mut tokio_rustls::client::TlsStream<TcpStream>,
+) -> Option<io::Error> {
+    use tokio::io::AsyncReadExt;
+    let mut byte = [0u8; 1];
+    match tokio::time::timeout(ALERT_WAIT, upstream.read(&mut byte)).await {
+        Ok(Err(error))
+            if HandshakeFailure::classify(&error) == HandshakeFailure::RejectedByServer =>
+        {
+            Some(error)
+        }
+        _ => None,
+    }
+}
+
+/// The TLS handshake with the upstream. Nothing from the client has been read yet, so
+/// no plaintext can reach the network before it completes.
+pub async fn handshake(
+    tls: &TlsOrigination,
+    tcp: TcpStream,
+    timeout: std::time::Duration,
+) -> Result<tokio_rustls::client::TlsStream<TcpStream>, Refused> {
+    handshake_with(tls, tls.config.clone(), tcp, timeout).await
+}
+
+/// [`handshake`] with a given client configuration (ALPN differs for HTTP upgrades).
+pub async fn handshake_with(
+    tls: &TlsOrigination,
+    config: std::sync::Arc<rustls::ClientConfig>,
+    tcp: TcpStream,
+    timeout: std::time::Duration,
+) -> Result<tokio_rustls::client::TlsStream<TcpStream>, Refused> {
+    let connector = TlsConnector::from(config);
+    let handshake = connector.connect(tls.server_name.clone(), tcp);
+    match tokio::time::timeout(timeout, handshake).await {
+        Ok(Ok(stream)) => Ok(stream),
+        Ok(Err(error)) => {
+            let failure = HandshakeFailure::classify(&error);
+            Err(Refused::new(
+                Refusal::Handshake(failure),
+                format!(
+                    "TLS handshake with SNI {:?} failed ({}): {error}",
+                    tls.server_name.to_str(),
+                    failure.as_str()
+                ),
+            ))
+        }
+        Err(_) => Err(Refused::new(
+            Refusal::Handshake(HandshakeFailure::Other),
+            format!("TLS handshake timed out after {timeout:?}"),
+        )),
+    }
+}
