@@ -111,8 +111,8 @@ impl Pools {
             .pool_idle_timeout(self.idle_timeout)
             .pool_timer(TokioTimer::new())
             .timer(TokioTimer::new())
-            // The Host header is set by the proxy from the Backend, never from the URI.
-            .set_host(false)
+            // Host from the URI, which the proxy builds from the Backend's hostname.
+            .set_host(true)
             .retry_canceled_requests(true);
         // HTTP2 and H2C: h2 whatever ALPN says (prior knowledge in cleartext). HTTP with
         // TLS: h2 if the server picks it in ALPN (the dialer says so), else HTTP/1.1.

@@ -100,8 +100,9 @@ impl Context {
         let authority = canonical_authority(&backend.hostname, backend.port, tls.is_some());
         let upgrade = headers::is_upgrade(&req);
         headers::strip_hop_by_hop(req.headers_mut(), upgrade);
-        let host = HeaderValue::from_str(&authority).map_err(|_| bad_authority(&authority))?;
-        req.headers_mut().insert(HOST, host);
+        // The URI carries the authority: hyper writes it as Host on HTTP/1.1 and as
+        // `:authority` on h2 (where a Host header too would be a duplicate).
+        req.headers_mut().remove(HOST);
         let path = req.uri().path_and_query().map_or("/", |p| p.as_str());
         *req.uri_mut() = Uri::builder()
             .scheme(if tls.is_some() { "https" } else { "http" })
@@ -113,6 +114,8 @@ impl Context {
         let original = self.routed.original;
         let shared = &self.shared;
         if upgrade {
+            let host = HeaderValue::from_str(&authority).map_err(|_| bad_authority(&authority))?;
+            req.headers_mut().insert(HOST, host);
             return upgrade::forward(shared, entry, tls.as_ref(), original, req).await;
         }
         let client = shared
