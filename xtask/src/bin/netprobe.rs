@@ -10,6 +10,8 @@
 //!                            [--tls-sni NAME | --tls-no-sni] [--tls-split N]
 //! netprobe get HOST:PORT PATH
 //! netprobe connect-many IP:PORT COUNT
+//! netprobe serve-http ADDR
+//! netprobe ws HOST:PORT PATH [-4|-6] [--send TEXT]...
 //! ```
 //!
 //! `serve` prints `listening <addr>` once bound and `accepted <peer>` per connection; it
@@ -33,6 +35,8 @@
 //! or proxy behind it sees complete connections. It prints one JSON line with the
 //! outcomes, `{"connects":N,"ok":..,"refused":..,"denied":..,"other":..,"elapsed_ns":..}`
 //! (`denied`: EPERM/EACCES), exit status 0 whatever they were.
+//! `serve-http` and `ws`: an HTTP/1.1 server (events, late answers, WebSocket echo) and
+//! a WebSocket client; see `netprobe/http.rs` and `netprobe/websocket.rs`.
 
 use serde_json::json;
 use std::io::{ErrorKind, Read, Write};
@@ -40,15 +44,21 @@ use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::process::ExitCode;
 use std::time::Duration;
 
+#[path = "netprobe/http.rs"]
+mod http;
 #[path = "netprobe/tls.rs"]
 mod tls;
+#[path = "netprobe/websocket.rs"]
+mod websocket;
 
 const USAGE: &str = "usage: netprobe serve ADDR\n       \
                      netprobe serve-tls ADDR --cert PEM --key PEM [--client-ca PEM]\n       \
                      netprobe connect HOST:PORT [-4|-6] [--send TEXT] [--timeout-ms N] \
                      [--tls-sni NAME | --tls-no-sni] [--tls-split N]\n       \
                      netprobe get HOST:PORT PATH\n       \
-                     netprobe connect-many IP:PORT COUNT";
+                     netprobe connect-many IP:PORT COUNT\n       \
+                     netprobe serve-http ADDR\n       \
+                     netprobe ws HOST:PORT PATH [-4|-6] [--send TEXT]...";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -61,6 +71,8 @@ fn main() -> ExitCode {
         },
         Some("get") if args.len() == 3 => get(&args[1], &args[2]),
         Some("connect-many") if args.len() == 3 => connect_many(&args[1], &args[2]),
+        Some("serve-http") if args.len() == 2 => http::serve(&args[1]),
+        Some("ws") => websocket::client(&args[1..]),
         _ => usage("missing or unknown command"),
     }
 }
