@@ -4,7 +4,9 @@
 #![allow(dead_code, reason = "each test binary uses a different part")]
 
 pub mod capture;
+pub mod curl;
 pub mod fixtures;
+pub mod nginx;
 pub mod tls;
 
 use std::{net::IpAddr, path::PathBuf};

@@ -1,0 +1,161 @@
+//! Answers the proxy makes itself: 421 for a Host no Backend of the dialed address
+//! declares, 502 when the upstream cannot be reached or fails its TLS handshake, 504 when
+//! no response headers come in time (not for MCP), 400 and 431 for requests hyper will
+//! not parse; in each case nothing reaches the server, and the reason is counted.
+
+use std::time::{Duration, Instant};
+
+use super::{API_HOST, ERRORS, HttpBackend, HttpBed, PLAIN_PORT, PROBE_HTTP_PORT, TLS_PORT, url};
+use crate::support::{
+    nginx::{Nginx, Site, field},
+    tls::{Ca, sample},
+};
+
+/// `redirector_http_errors_total{reason}` (any backend label) reaches `count`.
+#[track_caller]
+fn assert_error_counted(t: &HttpBed, reason: &str, count: f64) {
+    let labels = [("reason", reason)];
+    let text = t.wait_for_sample(ERRORS, &labels, count);
+    assert_eq!(
+        sample(&text, ERRORS, &labels),
+        Some(count),
+        "{ERRORS}{labels:?}; /metrics:\n{text}"
+    );
+}
+
+/// An HTTP Backend originating TLS to nginx on 8443, and nginx.
+fn tls_bed(extra: &[&str]) -> (HttpBed, Nginx) {
+    let ca = Ca::new("test CA");
+    let leaf = ca.server(&[API_HOST]);
+    let t = HttpBed::new(&HttpBackend::api(TLS_PORT, "HTTP", Some(&ca)).yaml(), extra);
+    let nginx = Nginx::start(&t.bed.topo.ext, &[Site::tls(TLS_PORT, API_HOST, &leaf)]);
+    (t, nginx)
+}
+
+/// Sends a good request after the bad ones and checks that it is the only one nginx
+/// ever logged (nginx logs in order, so the bad ones would be there by then).
+#[track_caller]
+fn assert_only_the_fence_reached(t: &HttpBed, nginx: &Nginx, port: u16) {
+    t.curl(&["--http1.1", &url(API_HOST, port, "/fence")])
+        .assert_status(200);
+    let requests = nginx.wait_for_requests(1);
+    let uris: Vec<&str> = requests.iter().map(|r| field(r, "uri")).collect();
+    assert_eq!(uris, ["/fence"], "nothing but the fence may reach nginx");
+}
+
+#[test]
+fn host_of_no_declared_backend_is_answered_421_without_upstream_request() {
+    let (t, nginx) = tls_bed(&[]);
+    let target = url(API_HOST, TLS_PORT, "/misdirected");
+    for args in [
+        ["--http1.1", "-H", "Host: evil.example"],
+        ["--http2-prior-knowledge", "-H", "Host: evil.example:8443"],
+        // The right name on another port is another authority.
+        ["--http1.1", "-H", "Host: api.redirector.test:9999"],
+    ] {
+        let mut all = args.to_vec();
+        all.push(&target);
+        t.curl(&all).assert_status(421);
+    }
+    assert_only_the_fence_reached(&t, &nginx, TLS_PORT);
+    assert_error_counted(&t, "misdirected", 3.0);
+}
+
+#[test]
+fn unreachable_upstream_is_answered_502() {
+    // Nothing listens on 8445.
+    let t = HttpBed::new(&HttpBackend::api(8445, "HTTP", None).yaml(), &[]);
+    t.curl(&["--http1.1", &url(API_HOST, 8445, "/")])
+        .assert_status(502);
+    t.curl(&["--http2-prior-knowledge", &url(API_HOST, 8445, "/")])
+        .assert_status(502);
+    assert_error_counted(&t, "upstream_connect", 2.0);
+}
+
+#[test]
+fn server_certificate_from_another_ca_is_answered_502() {
+    let trusted = Ca::new("trusted CA");
+    let other = Ca::new("unrelated CA");
+    let leaf = other.server(&[API_HOST]);
+    let t = HttpBed::new(
+        &HttpBackend::api(TLS_PORT, "HTTP", Some(&trusted)).yaml(),
+        &[],
+    );
+    let nginx = Nginx::start(&t.bed.topo.ext, &[Site::tls(TLS_PORT, API_HOST, &leaf)]);
+    t.curl(&["--http1.1", &url(API_HOST, TLS_PORT, "/")])
+        .assert_status(502);
+    assert_error_counted(&t, "upstream_handshake", 1.0);
+    assert!(nginx.requests().is_empty(), "{:?}", nginx.requests());
+}
+
+#[test]
+fn no_response_headers_within_the_response_timeout_is_answered_504() {
+    let t = HttpBed::new(
+        &HttpBackend::api(PROBE_HTTP_PORT, "HTTP11", None).yaml(),
+        &["--http-response-timeout", "1s"],
+    );
+    let _server = t.serve_http();
+    let started = Instant::now();
+    t.curl(&[
+        "--http1.1",
+        &url(API_HOST, PROBE_HTTP_PORT, "/delay?ms=5000"),
+    ])
+    .assert_status(504);
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_millis(3500),
+        "504 after {took:?} with a 1 s timeout"
+    );
+    assert_error_counted(&t, "upstream_timeout", 1.0);
+}
+
+#[test]
+fn mcp_backend_waits_past_the_response_timeout() {
+    let t = HttpBed::new(
+        &HttpBackend::api(PROBE_HTTP_PORT, "MCP", None).yaml(),
+        &["--http-response-timeout", "1s"],
+    );
+    let _server = t.serve_http();
+    let response = t.curl(&[
+        "--http1.1",
+        &url(API_HOST, PROBE_HTTP_PORT, "/delay?ms=2500"),
+    ]);
+    response.assert_status(200);
+    assert_eq!(response.text(), "late\n");
+}
+
+#[test]
+fn malformed_request_is_answered_400() {
+    let t = HttpBed::new(&HttpBackend::api(PLAIN_PORT, "HTTP", None).yaml(), &[]);
+    let nginx = Nginx::start(&t.bed.topo.ext, &[Site::plain(PLAIN_PORT)]);
+    let target = format!("{API_HOST}:{PLAIN_PORT}");
+    let garbage = "GET / HTTP/1.1\r\nHost: api.redirector.test\r\nno colon here\r\n\r\n";
+    let reply = t.bed.connect_sending(&target, garbage, &["-4"]);
+    assert!(
+        reply.reply().starts_with("HTTP/1.1 400"),
+        "{:?}\nagent:\n{}",
+        reply.json,
+        t.agent.logs().join("\n")
+    );
+    assert_only_the_fence_reached(&t, &nginx, PLAIN_PORT);
+    assert_error_counted(&t, "malformed_request", 1.0);
+}
+
+#[test]
+fn request_headers_over_64_kib_are_answered_431() {
+    let t = HttpBed::new(&HttpBackend::api(PLAIN_PORT, "HTTP", None).yaml(), &[]);
+    let nginx = Nginx::start(&t.bed.topo.ext, &[Site::plain(PLAIN_PORT)]);
+    // 20 headers of 4000 bytes: 80 kB, each header unremarkable by itself.
+    let headers: Vec<String> = (0..20)
+        .map(|i| format!("X-Filler-{i}: {}", "f".repeat(4000)))
+        .collect();
+    let target = url(API_HOST, PLAIN_PORT, "/huge");
+    let mut args = vec!["--http1.1"];
+    for header in &headers {
+        args.extend(["-H", header.as_str()]);
+    }
+    args.push(&target);
+    t.curl(&args).assert_status(431);
+    assert_only_the_fence_reached(&t, &nginx, PLAIN_PORT);
+    assert_error_counted(&t, "headers_too_large", 1.0);
+}

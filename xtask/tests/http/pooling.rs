@@ -1,0 +1,189 @@
+//! Upstream connections: pooled and reused across client connections, HTTP/2 streams of
+//! many clients multiplexed on one connection, idle ones closed after
+//! `--http-pool-idle-timeout`, and one the server closed while idle replaced without the
+//! client noticing.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::{
+    API_BACKEND, API_HOST, HttpBackend, HttpBed, OPENED, REQUESTS, REUSED, TLS_PORT,
+    assert_from_node, url,
+};
+use crate::support::{
+    curl,
+    nginx::{Nginx, Site, field},
+    tls::{Ca, sample},
+};
+
+/// A bed with one `protocol` Backend originating TLS to nginx on 8443 (HTTP/2 offered),
+/// whose server block has `extra` directives.
+fn tls_bed(protocol: &str, extra: &'static str, agent_args: &[&str]) -> (HttpBed, Nginx) {
+    let ca = Ca::new("test CA");
+    let leaf = ca.server(&[API_HOST]);
+    let t = HttpBed::new(
+        &HttpBackend::api(TLS_PORT, protocol, Some(&ca)).yaml(),
+        agent_args,
+    );
+    let site = Site {
+        extra,
+        ..Site::tls(TLS_PORT, API_HOST, &leaf)
+    };
+    let nginx = Nginx::start(&t.bed.topo.ext, &[site]);
+    (t, nginx)
+}
+
+#[test]
+fn idle_upstream_connections_are_reused_across_client_connections() {
+    let (t, nginx) = tls_bed("HTTP", "", &[]);
+    for i in 0..20 {
+        // Each curl run is a new client connection.
+        let flag = if i % 2 == 0 {
+            "--http1.1"
+        } else {
+            "--http2-prior-knowledge"
+        };
+        t.curl(&[flag, &url(API_HOST, TLS_PORT, "/")])
+            .assert_status(200);
+    }
+    let requests = nginx.wait_for_requests(20);
+    assert_eq!(requests.len(), 20);
+    assert_from_node(&requests);
+    let connections = nginx.connections();
+    assert!(
+        connections.len() <= 2,
+        "20 requests came on {} upstream TLS connections: {requests:?}",
+        connections.len()
+    );
+    t.assert_sample(
+        REQUESTS,
+        &[("backend", API_BACKEND), ("class", "2xx")],
+        20.0,
+    );
+    let text = t.metrics();
+    let backend = [("backend", API_BACKEND)];
+    let opened = sample(&text, OPENED, &backend).unwrap_or(0.0);
+    let reused = sample(&text, REUSED, &backend).unwrap_or(0.0);
+    assert!(
+        (1.0..=2.0).contains(&opened),
+        "{OPENED} {opened}; /metrics:\n{text}"
+    );
+    assert!(reused >= 18.0, "{REUSED} {reused}; /metrics:\n{text}");
+}
+
+/// The span [start, end] in seconds of a logged request.
+fn span(request: &Value) -> (f64, f64) {
+    let end: f64 = field(request, "msec").parse().expect("msec");
+    let took: f64 = field(request, "request_time")
+        .parse()
+        .expect("request_time");
+    (end - took, end)
+}
+
+/// `clients` curl runs at once, each downloading a 256 KiB file that nginx sends at
+/// 128 KiB/s (2 s), through a `protocol` Backend; returns what nginx logged, after
+/// checking that every download was complete and that they overlapped at the server.
+fn concurrent_downloads(t: &HttpBed, nginx: &Nginx, clients: usize) -> Vec<Value> {
+    nginx.file("quarter", 256 * 1024);
+    let target = url(API_HOST, TLS_PORT, "/paced/quarter");
+    let running: Vec<curl::Running> = (0..clients)
+        .map(|_| curl::spawn(&t.bed.topo, &["--http1.1", &target]))
+        .collect();
+    for response in running.into_iter().map(curl::Running::finish) {
+        response.assert_status(200);
+        assert_eq!(response.body.len(), 256 * 1024);
+    }
+    let requests = nginx.wait_for_requests(clients);
+    assert_eq!(requests.len(), clients, "{requests:?}");
+    let spans: Vec<(f64, f64)> = requests.iter().map(span).collect();
+    let last_start = spans.iter().map(|s| s.0).fold(f64::MIN, f64::max);
+    let first_end = spans.iter().map(|s| s.1).fold(f64::MAX, f64::min);
+    assert!(
+        last_start < first_end,
+        "the {clients} requests must have been in flight together at the server: {requests:?}"
+    );
+    requests
+}
+
+#[test]
+fn http2_backend_multiplexes_concurrent_clients_on_one_connection() {
+    let (t, nginx) = tls_bed("HTTP2", "", &[]);
+    let requests = concurrent_downloads(&t, &nginx, 8);
+    assert!(
+        requests.iter().all(|r| field(r, "protocol") == "HTTP/2.0"),
+        "{requests:?}"
+    );
+    let connections = nginx.connections();
+    assert!(
+        connections.len() <= 2,
+        "8 concurrent client connections took {} upstream connections: {requests:?}",
+        connections.len()
+    );
+}
+
+#[test]
+fn http11_backend_opens_a_connection_per_concurrent_request() {
+    // The counterpart of the multiplexing test: HTTP/1.1 cannot share a busy connection.
+    let (t, nginx) = tls_bed("HTTP11", "", &[]);
+    concurrent_downloads(&t, &nginx, 4);
+    assert_eq!(nginx.connections().len(), 4, "{:?}", nginx.requests());
+}
+
+/// nginx closes idle connections after 1 s; requests spaced around that keep working.
+fn server_closing_idle_connections_is_invisible(protocol: &str) {
+    let (t, nginx) = tls_bed(protocol, "keepalive_timeout 1s;", &[]);
+    let target = url(API_HOST, TLS_PORT, "/");
+    t.curl(&["--http1.1", &target]).assert_status(200);
+    // Around nginx's timeout the pooled connection may be closed while the next request
+    // is on its way: that request must be sent again on a new connection.
+    for gap_ms in [1500, 1000, 990, 1010, 1000, 1005] {
+        std::thread::sleep(Duration::from_millis(gap_ms));
+        let response = t.curl(&["--http1.1", &target]);
+        assert_eq!(
+            response.code(),
+            200,
+            "after {gap_ms} ms idle: {response:?}\nagent:\n{}",
+            t.agent.logs().join("\n")
+        );
+    }
+    let requests = nginx.wait_for_requests(7);
+    assert_eq!(requests.len(), 7, "{requests:?}");
+    assert!(
+        nginx.connections().len() >= 2,
+        "nginx closed the first connection; the next request needed another: {requests:?}"
+    );
+    t.assert_sample(REQUESTS, &[("backend", API_BACKEND), ("class", "2xx")], 7.0);
+}
+
+#[test]
+fn pooled_http11_connection_closed_by_the_server_is_replaced_transparently() {
+    server_closing_idle_connections_is_invisible("HTTP11");
+}
+
+#[test]
+fn pooled_h2_connection_closed_by_the_server_is_replaced_transparently() {
+    server_closing_idle_connections_is_invisible("HTTP2");
+}
+
+#[test]
+fn pool_idle_timeout_closes_idle_upstream_connections() {
+    let (t, nginx) = tls_bed("HTTP11", "", &["--http-pool-idle-timeout", "1s"]);
+    let target = url(API_HOST, TLS_PORT, "/");
+    t.curl(&["--http1.1", &target]).assert_status(200);
+    t.curl(&["--http1.1", &target]).assert_status(200);
+    std::thread::sleep(Duration::from_millis(2500));
+    t.curl(&["--http1.1", &target]).assert_status(200);
+    let requests = nginx.wait_for_requests(3);
+    let on: Vec<&str> = requests.iter().map(|r| field(r, "connection")).collect();
+    assert_eq!(on.len(), 3, "{requests:?}");
+    assert_eq!(
+        on[0], on[1],
+        "back-to-back requests share the pooled connection"
+    );
+    assert_ne!(
+        on[1], on[2],
+        "after 2.5 s idle (--http-pool-idle-timeout 1s) a new connection is opened"
+    );
+    t.assert_sample(OPENED, &[("backend", API_BACKEND)], 2.0);
+}
