@@ -1,8 +1,11 @@
-//! The client's own TLS: refused towards an originating Backend; passed through a
-//! plain Backend only with the Backend's SNI, even in a ClientHello split across segments.
+//! The client's own TLS: refused towards an originating Backend with that Backend's SNI;
+//! passed through a plain Backend with its SNI, and with any SNI no Backend of the
+//! address declares (or none), even in a ClientHello split across segments.
 
 use super::TlsBed;
-use crate::support::tls::{API_HOST, ApiBackend, Ca};
+use crate::support::tls::{API_HOST, ApiBackend, Ca, sample, wait_for_sample};
+
+const PASSTHROUGH: &str = "redirector_connections_passthrough_total";
 
 #[test]
 fn client_starting_tls_towards_an_originating_backend_is_refused() {
@@ -45,34 +48,46 @@ fn plain_backend_reassembles_a_client_hello_split_across_segments() {
     );
 }
 
-/// A `None` Backend and a ClientHello it must refuse: the proxy has connected upstream
-/// already, but the server never completes a handshake nor gets application bytes.
-fn plain_backend_refuses_client_tls(mode: Option<&str>, tls: &[&str]) {
+/// A plain Backend and a ClientHello with a name it does not declare (`sni`, `-` for
+/// none): still through the proxy (the datapath redirected the connect), but passed to
+/// the dialed address unchanged, so the server completes the handshake with the client's
+/// own SNI, and the passthrough is counted.
+fn undeclared_client_tls_passes_through(mode: Option<&str>, tls: &[&str], sni: &str) {
     let ca = Ca::new("test CA");
     let mut t = TlsBed::new(&ApiBackend::plain(mode), &ca.server(&[API_HOST]), None);
     let reply = t.connect(tls);
-    t.assert_refused(&reply, "client_opening", None);
+    assert!(reply.json["tls"].is_string(), "{:?}", reply.json);
+    t.assert_answered(&reply);
+    let handshake = t.last_handshake();
+    assert!(handshake.contains(&format!(" sni={sni} ")), "{handshake}");
+    let labels = [("reason", "undeclared_sni")];
+    let text = wait_for_sample(&t.bed.topo.node, PASSTHROUGH, &labels, 1.0);
     assert_eq!(
-        t.server.lines_starting("handshake-ok"),
-        Vec::<String>::new(),
-        "the ClientHello must not reach the server"
+        sample(&text, PASSTHROUGH, &labels),
+        Some(1.0),
+        "{PASSTHROUGH}{labels:?}; /metrics:\n{text}"
     );
 }
 
 #[test]
-fn mode_none_backend_refuses_client_tls_with_another_sni() {
-    plain_backend_refuses_client_tls(Some("None"), &["--tls-sni", "other.redirector.test"]);
+fn mode_none_backend_passes_client_tls_with_another_sni_through() {
+    undeclared_client_tls_passes_through(
+        Some("None"),
+        &["--tls-sni", "other.redirector.test"],
+        "other.redirector.test",
+    );
 }
 
 #[test]
-fn backend_without_tls_refuses_client_tls_without_sni() {
-    plain_backend_refuses_client_tls(None, &["--tls-no-sni"]);
+fn backend_without_tls_passes_client_tls_without_sni_through() {
+    undeclared_client_tls_passes_through(None, &["--tls-no-sni"], "-");
 }
 
 #[test]
-fn plain_backend_refuses_another_sni_in_a_split_client_hello() {
-    plain_backend_refuses_client_tls(
+fn plain_backend_passes_another_sni_in_a_split_client_hello_through() {
+    undeclared_client_tls_passes_through(
         None,
         &["--tls-sni", "other.redirector.test", "--tls-split", "40"],
+        "other.redirector.test",
     );
 }
