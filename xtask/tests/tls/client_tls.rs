@@ -91,3 +91,25 @@ fn plain_backend_passes_another_sni_in_a_split_client_hello_through() {
         "other.redirector.test",
     );
 }
+
+/// Another site on a TLS-originating Backend's address (a CDN): the proxy has already
+/// originated TLS when the client's ClientHello names another site, so it drops that
+/// connection and passes the client's bytes to the dialed address on a fresh one.
+#[test]
+fn originating_backend_passes_client_tls_for_another_site_through() {
+    let ca = Ca::new("test CA");
+    let mut t = TlsBed::new(&ApiBackend::server_only(&ca), &ca.server(&[API_HOST]), None);
+    let reply = t.connect(&["--tls-sni", "other.redirector.test"]);
+    assert!(reply.json["tls"].is_string(), "{:?}", reply.json);
+    t.assert_answered(&reply);
+    let handshakes = t.server.lines_starting("handshake-ok");
+    assert!(
+        handshakes
+            .iter()
+            .any(|h| h.contains(" sni=other.redirector.test ")),
+        "the client's own handshake reached the server: {handshakes:?}"
+    );
+    let labels = [("reason", "undeclared_sni")];
+    let text = wait_for_sample(&t.bed.topo.node, PASSTHROUGH, &labels, 1.0);
+    assert_eq!(sample(&text, PASSTHROUGH, &labels), Some(1.0), "{text}");
+}

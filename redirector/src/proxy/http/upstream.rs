@@ -85,6 +85,7 @@ impl Dialer {
 
     /// A connection with the Backend's ALPN offer, or `config` instead (upgrades).
     pub async fn dial(&self, config: Option<Arc<ClientConfig>>) -> Result<Upstream, DialError> {
+        let started = std::time::Instant::now();
         let tcp = connect_upstream(&self.agent_sockets, self.to, self.connect_timeout)
             .await
             .map_err(|error| DialError {
@@ -104,6 +105,7 @@ impl Dialer {
                 Upstream::Tls(Box::new(stream))
             }
         };
+        self.stats.connected(&self.backend, started.elapsed());
         self.stats.http.opened(&self.backend);
         Ok(upstream)
     }
