@@ -16,7 +16,7 @@ use tokio::{
 use tokio_rustls::TlsConnector;
 
 use super::{
-    Refusal, Shared,
+    ConnectionLimits, Refusal, Shared,
     connection::{Refused, Routed, connect_upstream},
     splice::{Transferred, splice},
 };
@@ -62,38 +62,20 @@ pub async fn forward(shared: &Shared, routed: &Routed, client: TcpStream) -> Res
         None => {
             shared.stats.connected(&label, connecting.elapsed());
             let mut upstream = upstream;
-            splice(
-                &mut client,
-                &mut upstream,
-                limits.buffer_size,
-                limits.idle_timeout,
-            )
-            .await
+            pipe(&limits, &mut client, &mut upstream).await
         }
         Some(tls) => {
             let mut upstream = handshake(&tls, upstream, limits.connect_timeout)
                 .await
                 .map_err(fail)?;
             shared.stats.connected(&label, connecting.elapsed());
-            let (moved, result) = splice(
-                &mut client,
-                &mut upstream,
-                limits.buffer_size,
-                limits.idle_timeout,
-            )
-            .await;
+            let (moved, result) = pipe(&limits, &mut client, &mut upstream).await;
             match result {
                 Err(error) if sniff::is_reroute(&error) => {
                     // Nothing of the client's was written to the TLS connection.
                     drop(upstream);
                     let mut direct = dial(shared, routed.original).await.map_err(fail)?;
-                    let (more, result) = splice(
-                        &mut client,
-                        &mut direct,
-                        limits.buffer_size,
-                        limits.idle_timeout,
-                    )
-                    .await;
+                    let (more, result) = pipe(&limits, &mut client, &mut direct).await;
                     (add(moved, more), result)
                 }
                 Err(error) if sniff::refusal(&error).is_none() => (
@@ -129,13 +111,7 @@ where
         .map_err(|refused| (backend.clone(), refused))?;
     let active = shared.stats.active_guard(backend.as_deref().unwrap_or("-"));
     let limits = shared.limits;
-    let (moved, result) = splice(
-        &mut client,
-        &mut upstream,
-        limits.buffer_size,
-        limits.idle_timeout,
-    )
-    .await;
+    let (moved, result) = pipe(&limits, &mut client, &mut upstream).await;
     drop(active);
     finish(shared, backend.as_deref(), moved, result).map_err(|refused| (backend, refused))
 }
@@ -211,6 +187,19 @@ pub(super) fn named(candidates: &Candidates, sni: &str, fallback: &str) -> Strin
     (candidates.iter())
         .find(|e| e.backend.hostname.eq_ignore_ascii_case(sni))
         .map_or_else(|| fallback.to_owned(), |e| e.backend.key.to_string())
+}
+
+/// Copies both ways within the connection limits.
+async fn pipe<C, U>(
+    limits: &ConnectionLimits,
+    client: &mut C,
+    upstream: &mut U,
+) -> (Transferred, io::Result<()>)
+where
+    C: AsyncRead + AsyncWrite + Unpin,
+    U: AsyncRead + AsyncWrite + Unpin,
+{
+    splice(client, upstream, limits.buffer_size, limits.idle_timeout).await
 }
 
 fn add(a: Transferred, b: Transferred) -> Transferred {
