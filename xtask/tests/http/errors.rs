@@ -32,15 +32,17 @@ fn tls_bed(extra: &[&str]) -> (HttpBed, Nginx) {
     (t, nginx)
 }
 
-/// Sends a good request after the bad ones and checks that it is the only one nginx
-/// ever logged (nginx logs in order, so the bad ones would be there by then).
+/// Sends a good request after the bad ones and checks that nginx logged nothing but
+/// `before` and the fence (nginx logs in order, so the bad ones would be there by then).
 #[track_caller]
-fn assert_only_the_fence_reached(t: &HttpBed, nginx: &Nginx, port: u16) {
+fn assert_only_the_fence_reached(t: &HttpBed, nginx: &Nginx, port: u16, before: &[&str]) {
     t.curl(&["--http1.1", &url(API_HOST, port, "/fence")])
         .assert_status(200);
-    let requests = nginx.wait_for_requests(1);
+    let requests = nginx.wait_for_requests(before.len() + 1);
     let uris: Vec<&str> = requests.iter().map(|r| field(r, "uri")).collect();
-    assert_eq!(uris, ["/fence"], "nothing but the fence may reach nginx");
+    let mut expected = before.to_vec();
+    expected.push("/fence");
+    assert_eq!(uris, expected, "nothing else may reach nginx");
 }
 
 #[test]
@@ -57,7 +59,13 @@ fn host_of_no_declared_backend_is_answered_421_without_upstream_request() {
         all.push(&target);
         t.curl(&all).assert_status(421);
     }
-    assert_only_the_fence_reached(&t, &nginx, TLS_PORT);
+    // The port is optional in the Host.
+    let portless = url(API_HOST, TLS_PORT, "/portless");
+    for flag in ["--http1.1", "--http2-prior-knowledge"] {
+        t.curl(&[flag, "-H", "Host: api.redirector.test", &portless])
+            .assert_status(200);
+    }
+    assert_only_the_fence_reached(&t, &nginx, TLS_PORT, &["/portless", "/portless"]);
     assert_error_counted(&t, "misdirected", 3.0);
 }
 
@@ -86,6 +94,30 @@ fn server_certificate_from_another_ca_is_answered_502() {
         .assert_status(502);
     assert_error_counted(&t, "upstream_handshake", 1.0);
     assert!(nginx.requests().is_empty(), "{:?}", nginx.requests());
+}
+
+#[test]
+fn backend_whose_ca_config_map_is_missing_is_answered_502() {
+    let ca = Ca::new("test CA");
+    let leaf = ca.server(&[API_HOST]);
+    let yaml = HttpBackend::api(TLS_PORT, "HTTP", Some(&ca)).yaml();
+    // The XBackend alone: its caCertificateRefs name a ConfigMap that is not there.
+    let backend = yaml.split("---").next().expect("the XBackend document");
+    let t = HttpBed::new(backend, &[]);
+    let nginx = Nginx::start(&t.bed.topo.ext, &[Site::tls(TLS_PORT, API_HOST, &leaf)]);
+    t.curl(&["--http1.1", &url(API_HOST, TLS_PORT, "/")])
+        .assert_status(502);
+    assert_error_counted(&t, "tls_config", 1.0);
+    assert!(nginx.requests().is_empty(), "{:?}", nginx.requests());
+}
+
+#[test]
+fn upstream_answer_that_is_not_http_is_answered_502() {
+    // The bed's `netprobe serve` on 8080 answers a line of text, not HTTP.
+    let t = HttpBed::new(&HttpBackend::api(8080, "HTTP11", None).yaml(), &[]);
+    t.curl(&["--http1.1", &url(API_HOST, 8080, "/")])
+        .assert_status(502);
+    assert_error_counted(&t, "upstream_error", 1.0);
 }
 
 #[test]
@@ -137,7 +169,7 @@ fn malformed_request_is_answered_400() {
         reply.json,
         t.agent.logs().join("\n")
     );
-    assert_only_the_fence_reached(&t, &nginx, PLAIN_PORT);
+    assert_only_the_fence_reached(&t, &nginx, PLAIN_PORT, &[]);
     assert_error_counted(&t, "malformed_request", 1.0);
 }
 
@@ -156,6 +188,6 @@ fn request_headers_over_64_kib_are_answered_431() {
     }
     args.push(&target);
     t.curl(&args).assert_status(431);
-    assert_only_the_fence_reached(&t, &nginx, PLAIN_PORT);
+    assert_only_the_fence_reached(&t, &nginx, PLAIN_PORT, &[]);
     assert_error_counted(&t, "headers_too_large", 1.0);
 }

@@ -30,11 +30,11 @@ fn two_sites(t: &HttpBed, ca: &Ca) -> Nginx {
 }
 
 #[test]
-fn two_tls_backends_on_one_address_each_get_their_own_sni_and_host() {
+fn two_tls_backends_on_one_address_each_get_their_own_sni_host_and_protocol() {
     let ca = Ca::new("test CA");
     let yaml = yaml_of(&[
         HttpBackend::api(TLS_PORT, "HTTP", Some(&ca)),
-        HttpBackend::other(TLS_PORT, "HTTP", Some(&ca)),
+        HttpBackend::other(TLS_PORT, "HTTP11", Some(&ca)),
     ]);
     let t = HttpBed::new(&yaml, &[]);
     let nginx = two_sites(&t, &ca);
@@ -62,6 +62,13 @@ fn two_tls_backends_on_one_address_each_get_their_own_sni_and_host() {
     for (request, host) in requests.iter().zip(order) {
         assert_eq!(field(request, "sni"), host, "{request}");
         assert_eq!(field(request, "host"), host, "{request}");
+        // demo/api is HTTP (h2 negotiated), demo/other HTTP11.
+        let protocol = if host == API_HOST {
+            "HTTP/2.0"
+        } else {
+            "HTTP/1.1"
+        };
+        assert_eq!(field(request, "protocol"), protocol, "{request}");
     }
     for backend in [API_BACKEND, OTHER_BACKEND] {
         t.assert_sample(

@@ -22,16 +22,10 @@ fn served(server: &ChildGuard) -> Vec<Value> {
         .collect()
 }
 
-/// `netprobe ws api.redirector.test:9000 /ws --send one --send two` through a
-/// `protocol` Backend: upgraded, both messages echoed, closed cleanly.
-fn websocket_echo(protocol: &str) {
-    let t = HttpBed::new(
-        &HttpBackend::api(PROBE_HTTP_PORT, protocol, None).yaml(),
-        &[],
-    );
-    let server = t.serve_http();
-    let target = format!("{API_HOST}:{PROBE_HTTP_PORT}");
-    let args = ["ws", &target, "/ws", "-4", "--send", "one", "--send", "two"];
+/// `netprobe ws TARGET /ws --send one --send two` from the pod: what it printed, after
+/// checking that the upgrade worked, both messages came back and the close was answered.
+fn ws_echo(t: &HttpBed, target: &str) -> Value {
+    let args = ["ws", target, "/ws", "-4", "--send", "one", "--send", "two"];
     let mut client = ChildGuard::spawn("ws", &mut t.bed.topo.spawn_in_pod(PROBE, args))
         .expect("start ws client");
     let done = client.finish(Duration::from_secs(20)).expect("ws client");
@@ -40,13 +34,24 @@ fn websocket_echo(protocol: &str) {
     assert_eq!(
         reply["ok"],
         true,
-        "{protocol}: {reply}\nagent:\n{}",
+        "{reply}\nagent:\n{}",
         t.agent.logs().join("\n")
     );
     assert_eq!(reply["status"], 101, "{reply}");
     assert_eq!(reply["accept_ok"], true, "Sec-WebSocket-Accept: {reply}");
     assert_eq!(reply["echo"], serde_json::json!(["one", "two"]), "{reply}");
     assert_eq!(reply["close_answered"], true, "{reply}");
+    reply
+}
+
+/// A WebSocket through a cleartext `protocol` Backend to `netprobe serve-http`.
+fn websocket_echo(protocol: &str) {
+    let t = HttpBed::new(
+        &HttpBackend::api(PROBE_HTTP_PORT, protocol, None).yaml(),
+        &[],
+    );
+    let server = t.serve_http();
+    ws_echo(&t, &format!("{API_HOST}:{PROBE_HTTP_PORT}"));
     let requests = served(&server);
     assert_eq!(requests.len(), 1, "{requests:?}");
     let request = &requests[0];
@@ -69,6 +74,44 @@ fn websocket_upgrade_through_an_http2_backend_gets_its_own_http11_connection() {
     // The Backend says h2 (prior knowledge, cleartext), the server speaks only HTTP/1.1:
     // the upgrade must not go on an h2 connection.
     websocket_echo("HTTP2");
+}
+
+/// nginx passing `/ws` upgrades on to `netprobe serve-http` in its namespace.
+const WS_PROXY: &str = "location /ws { proxy_pass http://127.0.0.1:9000; \
+                        proxy_http_version 1.1; proxy_set_header Upgrade $http_upgrade; \
+                        proxy_set_header Connection upgrade; }";
+
+#[test]
+fn websocket_upgrade_through_a_tls_http_backend_gets_its_own_http11_connection() {
+    // Requests of this Backend go on an h2 connection (negotiated by ALPN); the upgrade
+    // needs an HTTP/1.1 one, with TLS originated all the same.
+    let ca = Ca::new("test CA");
+    let leaf = ca.server(&[API_HOST]);
+    let t = HttpBed::new(&HttpBackend::api(TLS_PORT, "HTTP", Some(&ca)).yaml(), &[]);
+    let server = t.serve_http();
+    let site = Site {
+        extra: WS_PROXY,
+        ..Site::tls(TLS_PORT, API_HOST, &leaf)
+    };
+    let nginx = Nginx::start(&t.bed.topo.ext, &[site]);
+    t.curl(&["--http1.1", &url(API_HOST, TLS_PORT, "/")])
+        .assert_status(200);
+    ws_echo(&t, &format!("{API_HOST}:{TLS_PORT}"));
+    let requests = nginx.wait_for_requests(2);
+    assert_eq!(requests.len(), 2, "{requests:?}");
+    let (plain, upgrade) = (&requests[0], &requests[1]);
+    assert_eq!(field(plain, "protocol"), "HTTP/2.0", "{plain}");
+    assert_eq!(field(upgrade, "uri"), "/ws", "{upgrade}");
+    assert_eq!(field(upgrade, "status"), "101", "{upgrade}");
+    assert_eq!(field(upgrade, "protocol"), "HTTP/1.1", "{upgrade}");
+    assert_eq!(field(upgrade, "alpn"), "http/1.1", "{upgrade}");
+    assert_eq!(field(upgrade, "sni"), API_HOST, "{upgrade}");
+    assert_ne!(field(plain, "connection"), field(upgrade, "connection"));
+    assert_eq!(
+        served(&server).len(),
+        1,
+        "the upgrade reached the WebSocket server"
+    );
 }
 
 #[test]
