@@ -26,6 +26,9 @@ pub struct BackendStatus {
     pub hostname: String,
     #[serde(default)]
     pub port: u16,
+    /// `spec.protocol`: `TCP` (bytes) or the HTTP protocol the proxy speaks.
+    #[serde(default)]
+    pub protocol: String,
     /// `none` when the bytes pass unchanged.
     #[serde(default)]
     pub tls: String,
@@ -68,6 +71,7 @@ fn render(statuses: &[BackendStatus]) -> String {
         "BACKEND".to_owned(),
         "STATE".to_owned(),
         "HOSTNAME:PORT".to_owned(),
+        "PROTOCOL".to_owned(),
         "TLS".to_owned(),
         "ACTIVE".to_owned(),
         "ADDRESSES".to_owned(),
@@ -81,12 +85,13 @@ fn render(statuses: &[BackendStatus]) -> String {
             s.name.clone(),
             state,
             format!("{}:{}", s.hostname, s.port),
+            s.protocol.clone(),
             s.tls.clone(),
             s.active_connections.to_string(),
             s.addresses.join(","),
         ]);
     }
-    let widths: Vec<usize> = (0..6)
+    let widths: Vec<usize> = (0..7)
         .map(|c| rows.iter().map(|r| r[c].len()).max().unwrap_or(0))
         .collect();
     let mut out = String::new();
@@ -132,6 +137,7 @@ mod tests {
                 reason: None,
                 hostname: "echo.redirector.test".into(),
                 port: 8080,
+                protocol: "TCP".into(),
                 tls: "none".into(),
                 addresses: vec!["10.200.2.2".into(), "fd00:200:2::2".into()],
                 active_connections: 2,
@@ -142,6 +148,7 @@ mod tests {
                 reason: Some("ConfigMap demo/api-ca does not exist".into()),
                 hostname: "api.redirector.test".into(),
                 port: 443,
+                protocol: "HTTP".into(),
                 tls: "ServerOnly".into(),
                 addresses: vec![],
                 active_connections: 0,
