@@ -1,16 +1,19 @@
 //! `cargo xtask bench`: the redirector against HAProxy and against direct TLS, in
-//! throw-away namespaces.
+//! throw-away namespaces, for both kinds of Backend.
 //!
 //! ```text
-//!  pod (cgroup, wrk)              node                               ext
-//!  10.200.1.2   --> 10.200.1.1 [HAProxy :18080 | agent :15001] --> 10.200.2.2 nginx :443 (TLS)
+//!  pod (cgroup, wrk)              node                                       ext
+//!  10.200.1.2   --> 10.200.1.1 [HAProxy :18080 tcp, :18081 http | agent :15001] --> 10.200.2.2 nginx :443 (TLS)
 //! ```
 //!
 //! The client always dials `api.redirector.test:443`: with TLS itself (direct), or in
 //! plaintext, sent to HAProxy by a DNAT rule in the pod or to the agent's proxy by its eBPF
-//! hooks; both proxies originate TLS to nginx and verify its certificate. Repetitions are
-//! interleaved case by case so a drift of the machine hits every case alike, and every
-//! number is a median. A case that fails is reported failed and the others still run.
+//! hooks; both proxies originate TLS to nginx and verify its certificate. A TCP Backend
+//! (byte splice) is held against HAProxy `mode tcp`, an HTTP Backend (hyper, pooled
+//! upstream connections) against HAProxy `mode http` with `http-reuse always`: each
+//! comparison is between proxies doing the same work. Repetitions are interleaved case by
+//! case so a drift of the machine hits every case alike, and every number is a median. A
+//! case that fails is reported failed and the others still run.
 
 mod case;
 mod context;
@@ -28,6 +31,7 @@ use context::{commands, loadavg, machine};
 use report::Case;
 use testbed::run;
 use tools::Tools;
+use wrk::Workload;
 use xtask::netlab::agent;
 
 use super::{cargo, ebpf, target_dir, workspace_root};
@@ -44,7 +48,16 @@ pub struct BenchArgs {
     /// Smoke run: 3 s runs, one repetition, report in bench/results-quick.md.
     #[arg(long)]
     quick: bool,
-    /// Where to write the Markdown report (default bench/results.md).
+    /// Only these cases, comma-separated: direct, haproxy-tcp, redirector-tcp,
+    /// haproxy-http, redirector-http, or the groups tcp and http (each with direct, the
+    /// bulk reference), haproxy, redirector, all (default all).
+    #[arg(long, value_name = "LIST")]
+    cases: Option<String>,
+    /// Only these workloads, comma-separated: keepalive, close, bulk, all (default all).
+    #[arg(long, value_name = "LIST")]
+    workloads: Option<String>,
+    /// Where to write the Markdown report (default bench/results.md for a full run;
+    /// bench/results-quick.md, not committed, with --quick, --cases or --workloads).
     #[arg(long)]
     out: Option<PathBuf>,
     /// Benchmark this redirector binary instead of building target/release/redirector.
@@ -52,8 +65,10 @@ pub struct BenchArgs {
     redirector_bin: Option<PathBuf>,
 }
 
-/// Where HAProxy listens (node, pod-facing address).
-const HAPROXY_PORT: u16 = 18080;
+/// Where HAProxy `mode tcp` listens (node, pod-facing address).
+const HAPROXY_TCP_PORT: u16 = 18080;
+/// Where HAProxy `mode http` listens (node, pod-facing address).
+const HAPROXY_HTTP_PORT: u16 = 18081;
 /// The service's port, dialed by every case.
 const SERVICE_PORT: u16 = 443;
 
@@ -65,8 +80,18 @@ pub fn bench(args: &BenchArgs) -> Result<ExitCode> {
         None => 10,
     };
     let reps = args.reps.unwrap_or(if args.quick { 1 } else { 3 }).max(1);
+    let cases = match &args.cases {
+        Some(text) => Case::select(text)?,
+        None => Case::ALL.to_vec(),
+    };
+    let workloads = match &args.workloads {
+        Some(text) => Workload::select(text)?,
+        None => Workload::ALL.to_vec(),
+    };
+    // Only a full run may replace the committed report.
+    let partial = cases.len() < Case::ALL.len() || workloads.len() < Workload::ALL.len();
     let out = args.out.clone().unwrap_or_else(|| {
-        workspace_root().join(if args.quick {
+        workspace_root().join(if args.quick || partial {
             "bench/results-quick.md"
         } else {
             "bench/results.md"
@@ -74,7 +99,11 @@ pub fn bench(args: &BenchArgs) -> Result<ExitCode> {
     });
 
     let tools = tools::ensure()?;
-    let redirector = build_redirector(args);
+    let redirector = if cases.iter().any(|c| !c.is_reference()) {
+        build_redirector(args)
+    } else {
+        Err("not built, no redirector case was selected (--cases)".to_owned())
+    };
     if let Ok(bin) = &redirector {
         agent::use_redirector_bin(bin.clone());
     }
@@ -83,6 +112,8 @@ pub fn bench(args: &BenchArgs) -> Result<ExitCode> {
         duration_s,
         reps,
         tools: &tools,
+        cases,
+        workloads,
     };
     let mut setup = Vec::new();
     let load_before = loadavg();
@@ -93,14 +124,10 @@ pub fn bench(args: &BenchArgs) -> Result<ExitCode> {
     )?;
 
     let mut ctx = report::Context {
-        title_note: if args.quick {
-            " (quick smoke run)".into()
-        } else {
-            String::new()
-        },
+        title_note: title_note(args.quick, partial.then_some(&plan)),
         machine: machine(
             &tools,
-            redirector.as_deref().ok(),
+            redirector.as_deref().map_err(String::as_str),
             args.redirector_bin.is_some(),
         ),
         duration_s,
@@ -122,23 +149,65 @@ pub fn bench(args: &BenchArgs) -> Result<ExitCode> {
     }
     std::fs::write(&out, &md).with_context(|| format!("cannot write {}", out.display()))?;
     println!("bench: report written to {}", out.display());
-    if !(results.complete(Case::Direct) && results.complete(Case::Haproxy)) {
-        eprintln!("bench: a reference case (direct TLS or HAProxy) failed: the setup is broken");
+    let broken: Vec<&str> = plan
+        .cases
+        .iter()
+        .filter(|c| c.is_reference() && !results.complete(**c))
+        .map(|c| c.label())
+        .collect();
+    if !broken.is_empty() {
+        eprintln!(
+            "bench: a reference case failed ({}): the setup is broken",
+            broken.join(", ")
+        );
         return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
 }
 
+/// What the run does: how long, how often, which cases and workloads.
 struct Plan<'a> {
     duration_s: u64,
     reps: u32,
     tools: &'a Tools,
+    /// In run order (`--cases`).
+    cases: Vec<Case>,
+    /// In run order (`--workloads`).
+    workloads: Vec<Workload>,
 }
 
 impl Plan<'_> {
     /// How long one wrk run may take before it counts as hung.
     fn wrk_timeout(&self) -> Duration {
         Duration::from_secs(self.duration_s + 30)
+    }
+}
+
+/// What the title says about a run that is not a full one.
+fn title_note(quick: bool, partial: Option<&Plan>) -> String {
+    let mut notes = Vec::new();
+    if quick {
+        notes.push("quick smoke run".to_owned());
+    }
+    if let Some(plan) = partial {
+        notes.push(format!(
+            "partial run: --cases {} --workloads {}",
+            plan.cases
+                .iter()
+                .map(|c| c.name())
+                .collect::<Vec<_>>()
+                .join(","),
+            plan.workloads
+                .iter()
+                .map(|w| w.name())
+                .collect::<Vec<_>>()
+                .join(",")
+        ));
+    }
+    if notes.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", notes.join("; "))
     }
 }
 

@@ -1,7 +1,7 @@
-//! One repetition of one case: switching it on (DNAT, or the agent), running its three
-//! workloads and switching it off again.
+//! One repetition of one case: switching it on (DNAT to HAProxy's port for its mode, or
+//! an agent with the case's Backend), running its workloads and switching it off again.
 
-use std::{path::Path, process::Command};
+use std::{path::PathBuf, process::Command};
 
 use anyhow::{Context as _, Result, bail};
 use xtask::netlab::{
@@ -11,10 +11,9 @@ use xtask::netlab::{
 
 use super::{
     Plan,
-    report::{Case, Results},
+    report::{Case, Layer, Results},
     servers::{self, Dnat, Haproxy, Nginx},
     tools,
-    wrk::Workload,
 };
 
 /// What one case needs from the test bed.
@@ -24,8 +23,15 @@ pub(super) struct Bed<'a> {
     pub(super) haproxy: Option<&'a Haproxy>,
     pub(super) dnat: Option<&'a Dnat>,
     pub(super) bpffs: &'a Bpffs,
-    pub(super) backends: &'a Path,
-    /// What `redirector check` said about the Backend directory, if it objected.
+    /// One per redirector case.
+    pub(super) backends: Vec<BackendDir>,
+}
+
+/// The Backend directory of one redirector case.
+pub(super) struct BackendDir {
+    pub(super) layer: Layer,
+    pub(super) path: PathBuf,
+    /// What `redirector check` said about it, if it objected.
     pub(super) check_problems: Option<String>,
 }
 
@@ -45,35 +51,45 @@ impl Bed<'_> {
                 self.workloads(plan, rep, case, None, results, || None);
                 Ok(())
             }
-            Case::Haproxy => {
+            Case::HaproxyTcp | Case::HaproxyHttp => {
                 self.ensure_detached()?;
-                let (Some(haproxy), Some(dnat)) = (self.haproxy, self.dnat) else {
+                let (Some(haproxy), Some(dnat), Some(layer)) =
+                    (self.haproxy, self.dnat, case.layer())
+                else {
                     bail!("HAProxy is not running");
                 };
-                dnat.enable()?;
+                dnat.enable(haproxy.addr(layer))?;
                 self.workloads(plan, rep, case, Some(haproxy.pid()), results, || None);
                 dnat.disable()
             }
-            Case::Redirector => self.run_redirector(plan, rep, results, agent_threads),
+            Case::RedirectorTcp | Case::RedirectorHttp => {
+                self.run_redirector(plan, rep, case, results, agent_threads)
+            }
         }
     }
 
     /// The agent lives for one repetition: started, measured, stopped and uninstalled, so
-    /// the other cases run with no program attached to the pod cgroup.
+    /// the other cases run with no program attached to the pod cgroup, and every
+    /// repetition starts with an empty upstream pool, as HAProxy's is after its idle
+    /// connections were purged between its runs.
     fn run_redirector(
         &self,
         plan: &Plan,
         rep: u32,
+        case: Case,
         results: &mut Results,
         agent_threads: &mut Option<u32>,
     ) -> Result<()> {
+        let Some(backends) = self.backends.iter().find(|b| Some(b.layer) == case.layer()) else {
+            bail!("no Backend directory for {}", case.label());
+        };
         let pins = self.bpffs.path().join("redirector");
-        let mut config = AgentConfig::new(self.backends, &pins);
+        let mut config = AgentConfig::new(&backends.path, &pins);
         // Outside the pod cgroup, so it is found by its command line and measured alone.
         config.in_pod_cgroup = false;
         let agent = Agent::start(self.topology, &config).map_err(|e| {
             let mut reason = format!("the agent did not start: {e:#}");
-            if let Some(problems) = &self.check_problems {
+            if let Some(problems) = &backends.check_problems {
                 reason.push_str(&format!(" (redirector check: {problems})"));
             }
             anyhow::anyhow!(reason)
@@ -99,12 +115,12 @@ impl Bed<'_> {
                     break;
                 }
             }
-            if let Some(problems) = &self.check_problems {
+            if let Some(problems) = &backends.check_problems {
                 hints.push(format!("redirector check: {problems}"));
             }
             (!hints.is_empty()).then(|| format!("agent: {}", hints.join(" / ")))
         };
-        self.workloads(plan, rep, Case::Redirector, Some(pid), results, hint);
+        self.workloads(plan, rep, case, Some(pid), results, hint);
         let finished = agent.terminate()?;
         if !finished.status.success() {
             bail!("the agent exited with {} on SIGTERM", finished.status);
@@ -119,8 +135,8 @@ impl Bed<'_> {
         self.ensure_detached()
     }
 
-    /// Runs the three workloads of `case`; stops at the first run in which not one request
-    /// succeeded (the case does not work, and more runs would only cost time).
+    /// Runs the planned workloads of `case`; stops at the first run in which not one
+    /// request succeeded (the case does not work, and more runs would only cost time).
     fn workloads(
         &self,
         plan: &Plan,
@@ -130,7 +146,7 @@ impl Bed<'_> {
         results: &mut Results,
         hint: impl Fn() -> Option<String>,
     ) {
-        for workload in Workload::ALL {
+        for &workload in &plan.workloads {
             println!("--- {} · {}", case.label(), workload.label());
             match self.wrk(plan, rep, case, workload, proxy_pid) {
                 Ok(sample) => match sample.wrk.problem() {
@@ -154,6 +170,7 @@ impl Bed<'_> {
             }
         }
     }
+
     /// Fails if any program is attached to the pod cgroup (checked with bpftool when it is
     /// installed): the reference cases must run without the agent's hooks.
     pub(super) fn ensure_detached(&self) -> Result<()> {

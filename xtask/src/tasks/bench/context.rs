@@ -4,11 +4,10 @@
 use std::path::Path;
 
 use super::{
-    HAPROXY_PORT, Plan,
-    report::Case,
+    HAPROXY_HTTP_PORT, HAPROXY_TCP_PORT, Plan,
+    report::{self, Case},
     servers::{HOSTNAME, Haproxy, Nginx},
     tools::{self, Tools},
-    wrk::Workload,
 };
 use crate::tasks::machine as facts;
 
@@ -23,43 +22,57 @@ pub(super) fn describe(plan: &Plan, nginx: &Nginx, haproxy: Option<&Haproxy>) ->
         tools::NatTool::Iptables(_) => "iptables",
         tools::NatTool::Nft(_) => "nft",
     };
+    let server =
+        format!("`server 10.200.2.2:443 ssl verify required ca-file ca.crt sni str({HOSTNAME})");
     let mut lines = vec![
         "namespaces pod (10.200.1.2, wrk in the pod cgroup) → node (10.200.1.1; HAProxy, agent) → \
          ext (10.200.2.2, nginx); `api.redirector.test` → 10.200.2.2 in the pod's and node's hosts files"
             .to_owned(),
         format!(
-            "nginx: `worker_processes 1`, `listen 10.200.2.2:443 ssl`, TLS 1.2 + 1.3, keepalive_requests \
-             100000, static /1k (1024 B) and /1m (1 MiB); ECDSA P-256 certificate for {HOSTNAME} from an \
-             rcgen test CA ({} processes: master + worker); config: bench/nginx.conf.tmpl",
+            "nginx: `worker_processes 1`, `listen 10.200.2.2:443 ssl`, TLS 1.2 + 1.3, no HTTP/2 (every \
+             proxy gets http/1.1 by ALPN), keepalive_requests 100000, static /1k (1024 B) and /1m \
+             (1 MiB); ECDSA P-256 certificate for {HOSTNAME} from an rcgen test CA ({} processes: \
+             master + worker); config: bench/nginx.conf.tmpl",
             nginx.pids().len()
         ),
         format!(
-            "HAProxy: `nbthread 1`, mode tcp, listens on 10.200.1.1:{HAPROXY_PORT}, \
-             `server 10.200.2.2:443 ssl verify required ca-file ca.crt sni str({HOSTNAME}) alpn http/1.1`; \
-             the pod's connects to 10.200.2.2:443 reach it by a DNAT rule ({nat}, pod netns, OUTPUT) that \
-             exists only during the HAProxy runs; config: bench/haproxy.cfg.tmpl"
+            "HAProxy: one process, `nbthread 1`; mode tcp on 10.200.1.1:{HAPROXY_TCP_PORT} with \
+             {server} alpn http/1.1`; mode http on 10.200.1.1:{HAPROXY_HTTP_PORT} with `http-reuse \
+             always` and {server} alpn h2,http/1.1`; the pod's connects to 10.200.2.2:443 reach the \
+             port of the case by a DNAT rule ({nat}, pod netns, OUTPUT) that exists only during the \
+             HAProxy runs; config: bench/haproxy.cfg.tmpl"
         ),
         "redirector: `redirector run` (release build) in the node, Backend `bench/api` for \
-         api.redirector.test:443, protocol HTTP, `tls.mode: ServerOnly` verified against the CA \
-         ConfigMap `bench/api-ca`; started, measured, stopped and uninstalled in every repetition, so \
-         no program is attached to the pod cgroup during the other cases; Backend: bench/backend.yaml.tmpl"
+         api.redirector.test:443, `tls.mode: ServerOnly` verified against the CA ConfigMap \
+         `bench/api-ca`, with `protocol: TCP` (byte splice) or `protocol: HTTP` (hyper, upstream \
+         connections pooled, ALPN h2,http/1.1), one Backend directory and one agent per case; \
+         started, measured, stopped and uninstalled in every repetition, so no program is \
+         attached to the pod cgroup during the other cases and every repetition starts with an \
+         empty pool; Backend: bench/backend.yaml.tmpl"
+            .to_owned(),
+        "the client speaks HTTP/1.1 to every case (plaintext to the proxies, wrk's own TLS to \
+         nginx for direct TLS)"
             .to_owned(),
         "conntrack is on in the pod namespace for every case (the nat hook stays installed, as on a \
          Kubernetes node); pod and node: ip_local_port_range 1024-65535, tcp_tw_reuse=1"
             .to_owned(),
     ];
-    if haproxy.is_none() {
-        lines.push("HAProxy did not start (see its row)".to_owned());
+    let wants_haproxy = plan
+        .cases
+        .iter()
+        .any(|c| matches!(c, Case::HaproxyTcp | Case::HaproxyHttp));
+    if wants_haproxy && haproxy.is_none() {
+        lines.push("HAProxy did not start (see its rows)".to_owned());
     }
     lines
 }
 
-/// The exact wrk command lines, in run order.
+/// The exact wrk command lines of the planned cases and workloads, in run order.
 pub(super) fn commands(plan: &Plan) -> Vec<String> {
     let mut lines = Vec::new();
-    for case in Case::ALL {
+    for case in &plan.cases {
         lines.push(format!("# {}", case.label()));
-        for workload in Workload::ALL {
+        for workload in &plan.workloads {
             let args: Vec<String> = workload
                 .args(plan.duration_s, case.base_url())
                 .into_iter()
@@ -74,7 +87,7 @@ pub(super) fn commands(plan: &Plan) -> Vec<String> {
 /// Machine and software versions for the report header.
 pub(super) fn machine(
     tools: &Tools,
-    redirector: Option<&Path>,
+    redirector: Result<&Path, &str>,
     custom_bin: bool,
 ) -> Vec<(String, String)> {
     let cpu_model = facts::cpu_model().unwrap_or_else(|| "unknown CPU".into());
@@ -92,16 +105,16 @@ pub(super) fn machine(
     ])
     .is_some_and(|out| !out.is_empty());
     let redirector = match redirector {
-        Some(bin) if custom_bin => format!(
+        Ok(bin) if custom_bin => format!(
             "{} (given with --redirector-bin; the workspace is at commit {rev})",
             bin.display()
         ),
-        Some(bin) => format!(
+        Ok(bin) => format!(
             "commit {rev}{} ({})",
             if dirty { " + uncommitted changes" } else { "" },
             bin.display()
         ),
-        None => format!("commit {rev} (no binary: the build failed)"),
+        Err(why) => format!("commit {rev} (no binary: {})", report::one_line(why)),
     };
     vec![
         ("date".into(), date),

@@ -1,5 +1,7 @@
-//! One wrk run from the pod, and the CPU the proxy and nginx spent during it (from
-//! /proc/<pid>/stat before and after).
+//! One wrk run from the pod, the CPU the proxy and nginx spent during it (from
+//! /proc/<pid>/stat before and after) and the TCP connections nginx accepted (from its
+//! namespace's /proc/net/snmp): whether a proxy reuses upstream connections is a count,
+//! not a guess from the throughput.
 
 use anyhow::{Result, bail};
 use xtask::netlab::ChildGuard;
@@ -13,7 +15,8 @@ use super::{
 };
 
 impl Bed<'_> {
-    /// One wrk run from the pod, with the CPU the proxy and nginx spent during it.
+    /// One wrk run from the pod, with the CPU the proxy and nginx spent during it and the
+    /// connections nginx accepted.
     pub(super) fn wrk(
         &self,
         plan: &Plan,
@@ -25,8 +28,11 @@ impl Bed<'_> {
         let nginx_pids = self.nginx.pids();
         let cpu =
             |pids: &[u32]| -> Result<f64> { pids.iter().map(|&p| servers::cpu_seconds(p)).sum() };
+        // The master's namespace is the ext namespace; only nginx accepts there.
+        let opens = || servers::passive_opens(nginx_pids[0]).ok();
         let proxy_before = proxy_pid.map(servers::cpu_seconds).transpose()?;
         let nginx_before = cpu(&nginx_pids)?;
+        let opens_before = opens();
         let mut command = self.topology.spawn_in_pod(
             &plan.tools.wrk,
             workload.args(plan.duration_s, case.base_url()),
@@ -35,6 +41,7 @@ impl Bed<'_> {
         let finished = child.finish(plan.wrk_timeout())?;
         let proxy_after = proxy_pid.map(servers::cpu_seconds).transpose()?;
         let nginx_after = cpu(&nginx_pids)?;
+        let opens_after = opens();
         if !finished.status.success() {
             bail!(
                 "wrk exited with {}: {}",
@@ -48,6 +55,9 @@ impl Bed<'_> {
             wrk: report,
             proxy_cpu_s: proxy_before.zip(proxy_after).map(|(b, a)| a - b),
             nginx_cpu_s: nginx_after - nginx_before,
+            upstream_conns: opens_before
+                .zip(opens_after)
+                .map(|(b, a)| a.saturating_sub(b)),
         })
     }
 }

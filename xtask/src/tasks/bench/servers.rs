@@ -25,10 +25,10 @@ use std::time::{Duration, Instant};
 use xtask::netlab::{ChildGuard, Netns, Stream};
 
 pub use dnat::Dnat;
-pub use haproxy::Haproxy;
+pub use haproxy::{Haproxy, Listen};
 pub use nginx::Nginx;
 pub use pki::{Pki, write_backend_dir};
-pub use process::{cpu_seconds, find_redirector, threads};
+pub use process::{cpu_seconds, find_redirector, passive_opens, threads};
 
 /// The name the service is declared and served under.
 pub const HOSTNAME: &str = "api.redirector.test";

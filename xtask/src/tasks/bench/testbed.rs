@@ -10,11 +10,11 @@ use anyhow::{Context as _, Result};
 use xtask::netlab::{Bpffs, EXT_V4, NODE_POD_V4, Topology, agent};
 
 use super::{
-    HAPROXY_PORT, Plan, SERVICE_PORT,
-    case::Bed,
+    HAPROXY_HTTP_PORT, HAPROXY_TCP_PORT, Plan, SERVICE_PORT,
+    case::{BackendDir, Bed},
     context::describe,
-    report::{self, Case, Results},
-    servers::{self, Dnat, HOSTNAME, Haproxy, Nginx, Pki},
+    report::{self, Case, Layer, Results},
+    servers::{self, Dnat, HOSTNAME, Haproxy, Listen, Nginx, Pki},
 };
 
 /// Builds the test bed, runs every repetition, tears everything down (guards, also on
@@ -24,10 +24,17 @@ pub(super) fn run(
     redirector: Result<&Path, String>,
     setup: &mut Vec<String>,
 ) -> Result<Results> {
-    let mut results = Results::default();
+    let mut results = Results::new(&plan.cases, &plan.workloads);
     if let Err(reason) = &redirector {
-        results.give_up(Case::Redirector, reason.clone());
+        results.give_up(Case::RedirectorTcp, reason.clone());
+        results.give_up(Case::RedirectorHttp, reason.clone());
     }
+    let haproxy_cases: Vec<Case> = plan
+        .cases
+        .iter()
+        .copied()
+        .filter(|c| matches!(c, Case::HaproxyTcp | Case::HaproxyHttp))
+        .collect();
     // Declaration order is the reverse of drop order: the temp dir outlives the
     // namespaces, which outlive the servers, the bpffs and the agent.
     let dir = tempfile::Builder::new().prefix("rdbench").tempdir()?;
@@ -51,38 +58,58 @@ pub(super) fn run(
         )?;
     }
     let service = SocketAddr::new(EXT_V4.into(), SERVICE_PORT);
-    let haproxy_addr = SocketAddr::new(NODE_POD_V4.into(), HAPROXY_PORT);
+    let listen = Listen {
+        tcp: SocketAddr::new(NODE_POD_V4.into(), HAPROXY_TCP_PORT),
+        http: SocketAddr::new(NODE_POD_V4.into(), HAPROXY_HTTP_PORT),
+    };
 
     println!("bench: starting nginx in the ext namespace ({service})");
     let nginx = Nginx::start(&plan.tools.nginx, &topology.ext, dir.path(), service)?;
-    println!("bench: starting HAProxy in the node namespace ({haproxy_addr})");
-    let haproxy = match Haproxy::start(
-        &plan.tools.haproxy,
-        &topology.node,
-        dir.path(),
-        haproxy_addr,
-        service,
-    ) {
-        Ok(h) => Some(h),
-        Err(e) => {
-            results.give_up(Case::Haproxy, format!("{e:#}"));
-            None
-        }
-    };
-    let dnat = match Dnat::install(&plan.tools.nat, &topology.pod, service, haproxy_addr) {
-        Ok(d) => Some(d),
-        Err(e) => {
-            results.give_up(Case::Haproxy, format!("cannot set up the DNAT: {e:#}"));
-            None
-        }
+    // HAProxy and its DNAT only when a HAProxy case is planned: a failure to start it
+    // then fails those cases, not the run.
+    let (haproxy, dnat) = if haproxy_cases.is_empty() {
+        (None, None)
+    } else {
+        println!(
+            "bench: starting HAProxy in the node namespace (mode tcp {}, mode http {})",
+            listen.tcp, listen.http
+        );
+        let give_up = |results: &mut Results, reason: String| {
+            for &case in &haproxy_cases {
+                results.give_up(case, reason.clone());
+            }
+        };
+        let haproxy = Haproxy::start(
+            &plan.tools.haproxy,
+            &topology.node,
+            dir.path(),
+            listen,
+            service,
+        )
+        .map_err(|e| give_up(&mut results, format!("{e:#}")))
+        .ok();
+        let dnat = Dnat::install(&plan.tools.nat, &topology.pod, service)
+            .map_err(|e| give_up(&mut results, format!("cannot set up the DNAT: {e:#}")))
+            .ok();
+        (haproxy, dnat)
     };
     let bpffs = Bpffs::new()?;
-    let backends = dir.path().join("backends");
-    servers::write_backend_dir(&backends, &pki.ca_pem)?;
-    let check_problems = redirector
-        .as_ref()
-        .ok()
-        .and_then(|_| check_backends(&backends));
+    // One directory per redirector case, so each agent loads only its own Backend.
+    let backends = [Layer::Tcp, Layer::Http]
+        .into_iter()
+        .map(|layer| -> Result<BackendDir> {
+            let path = dir
+                .path()
+                .join(format!("backends-{}", layer.protocol().to_lowercase()));
+            servers::write_backend_dir(&path, &pki.ca_pem, layer.protocol())?;
+            let check_problems = redirector.as_ref().ok().and_then(|_| check_backends(&path));
+            Ok(BackendDir {
+                layer,
+                path,
+                check_problems,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
 
     setup.extend(describe(plan, &nginx, haproxy.as_ref()));
     let bed = Bed {
@@ -91,19 +118,18 @@ pub(super) fn run(
         haproxy: haproxy.as_ref(),
         dnat: dnat.as_ref(),
         bpffs: &bpffs,
-        backends: &backends,
-        check_problems,
+        backends,
     };
     let mut agent_threads = None;
     for rep in 1..=plan.reps {
-        for case in Case::ALL {
+        for &case in &plan.cases {
             if results.is_dead(case) {
                 continue;
             }
             println!("\n==> repetition {rep}/{}: {}", plan.reps, case.label());
             if let Err(e) = bed.run_case(plan, rep, case, &mut results, &mut agent_threads) {
                 results.give_up(case, format!("{e:#}"));
-                if case == Case::Redirector {
+                if !case.is_reference() {
                     // The hooks may still be attached: every later pod connect to the
                     // service would be redirected. Stop rather than measure that.
                     bed.ensure_detached()?;
@@ -116,10 +142,13 @@ pub(super) fn run(
             "redirector agent: {n} threads (tokio runtime defaults)"
         ));
     }
-    if let Some(problems) = &bed.check_problems {
-        setup.push(format!(
-            "`redirector check` on the Backend directory: {problems}"
-        ));
+    for b in &bed.backends {
+        if let Some(problems) = &b.check_problems {
+            setup.push(format!(
+                "`redirector check` on the {} Backend directory: {problems}",
+                b.layer.protocol()
+            ));
+        }
     }
     Ok(results)
 }

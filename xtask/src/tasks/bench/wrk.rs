@@ -28,6 +28,40 @@ impl Workload {
         }
     }
 
+    /// The name `--workloads` knows it by.
+    pub fn name(self) -> &'static str {
+        match self {
+            Workload::Keepalive => "keepalive",
+            Workload::Close => "close",
+            Workload::Bulk => "bulk",
+        }
+    }
+
+    /// Parses `--workloads`: comma-separated names (or `all`), returned in run order.
+    pub fn select(text: &str) -> Result<Vec<Workload>> {
+        let mut chosen = Vec::new();
+        for word in text.split(',').map(str::trim).filter(|w| !w.is_empty()) {
+            if word == "all" {
+                chosen.extend(Workload::ALL);
+                continue;
+            }
+            match Workload::ALL.iter().find(|w| w.name() == word) {
+                Some(&workload) => chosen.push(workload),
+                None => bail!(
+                    "--workloads: unknown workload {word:?} (known: {}, all)",
+                    Workload::ALL.map(Workload::name).join(", ")
+                ),
+            }
+        }
+        if chosen.is_empty() {
+            bail!("--workloads: no workload named");
+        }
+        Ok(Workload::ALL
+            .into_iter()
+            .filter(|w| chosen.contains(w))
+            .collect())
+    }
+
     /// wrk's arguments for this workload against `base` (`https://host` or `http://host:443`).
     pub fn args(self, duration_s: u64, base: &str) -> Vec<String> {
         let duration = format!("-d{duration_s}s");
@@ -261,6 +295,16 @@ Transfer/sec:       0.00B
         assert_eq!(bytes("512.00B").unwrap(), 512.0);
         assert!(micros("3xs").is_err());
         assert!(parse("garbage").is_err());
+    }
+
+    #[test]
+    fn workload_selection() {
+        assert_eq!(
+            Workload::select("bulk,keepalive").unwrap(),
+            [Workload::Keepalive, Workload::Bulk]
+        );
+        assert_eq!(Workload::select("all").unwrap(), Workload::ALL);
+        assert!(Workload::select("slow").is_err());
     }
 
     #[test]

@@ -1,48 +1,9 @@
-//! What was measured: the three cases, every run of every (case, workload), and the
+//! What was measured: every run of every (case, workload) that was planned, and the
 //! medians the report is made of.
 
+use super::cases::{CASES, Case};
 use super::format::one_line;
 use super::wrk::{self, Workload};
-
-/// The three ways from the pod to the service.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Case {
-    /// wrk speaks TLS to nginx itself: the floor no proxy can beat.
-    Direct,
-    /// Plaintext to HAProxy (via DNAT), which originates TLS.
-    Haproxy,
-    /// Plaintext, redirected by the agent's eBPF hooks to its proxy, which originates TLS.
-    Redirector,
-}
-
-impl Case {
-    pub const ALL: [Case; 3] = [Case::Direct, Case::Haproxy, Case::Redirector];
-
-    pub fn label(self) -> &'static str {
-        match self {
-            Case::Direct => "direct TLS (wrk → nginx)",
-            Case::Haproxy => "HAProxy (nbthread 1)",
-            Case::Redirector => "redirector",
-        }
-    }
-
-    /// The URL prefix the client uses: the same host and port for all three, plaintext
-    /// for the two proxies.
-    pub fn base_url(self) -> &'static str {
-        match self {
-            Case::Direct => "https://api.redirector.test",
-            Case::Haproxy | Case::Redirector => "http://api.redirector.test:443",
-        }
-    }
-
-    pub(super) fn index(self) -> usize {
-        match self {
-            Case::Direct => 0,
-            Case::Haproxy => 1,
-            Case::Redirector => 2,
-        }
-    }
-}
 
 pub(super) fn workload_index(w: Workload) -> usize {
     match w {
@@ -61,18 +22,39 @@ pub struct Sample {
     pub proxy_cpu_s: Option<f64>,
     /// CPU seconds nginx (master + worker) spent during the run.
     pub nginx_cpu_s: f64,
+    /// TCP connections nginx accepted during the run (the ext namespace's
+    /// `Tcp: PassiveOpens`): what a proxy's upstream pooling saves shows here.
+    pub upstream_conns: Option<u64>,
 }
 
 /// Everything measured, by case and workload.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Results {
+    /// The cases and workloads that were to run (`--cases`, `--workloads`), in run order:
+    /// the report shows only these, so a partial run does not read as failures.
+    pub(super) cases: Vec<Case>,
+    pub(super) workloads: Vec<Workload>,
     /// [case][workload]: the samples, a failed run as its reason.
-    pub(super) runs: [[Vec<Result<Sample, String>>; 3]; 3],
+    pub(super) runs: [[Vec<Result<Sample, String>>; 3]; CASES],
     /// Why a case was given up (it cannot run at all).
-    pub(super) dead: [Option<String>; 3],
+    pub(super) dead: [Option<String>; CASES],
 }
 
 impl Results {
+    pub fn new(cases: &[Case], workloads: &[Workload]) -> Results {
+        Results {
+            cases: cases.to_vec(),
+            workloads: workloads.to_vec(),
+            runs: Default::default(),
+            dead: Default::default(),
+        }
+    }
+
+    /// Whether the plan includes this case and workload.
+    pub fn planned(&self, case: Case, workload: Workload) -> bool {
+        self.cases.contains(&case) && self.workloads.contains(&workload)
+    }
+
     pub fn record(&mut self, case: Case, workload: Workload, run: Result<Sample, String>) {
         self.runs[case.index()][workload_index(workload)].push(run);
     }
@@ -88,9 +70,9 @@ impl Results {
         self.dead[case.index()].is_some()
     }
 
-    /// Whether the case produced a usable number for every workload.
+    /// Whether the case produced a usable number for every planned workload.
     pub fn complete(&self, case: Case) -> bool {
-        !self.is_dead(case) && Workload::ALL.iter().all(|&w| self.cell(case, w).is_ok())
+        !self.is_dead(case) && self.workloads.iter().all(|&w| self.cell(case, w).is_ok())
     }
 
     /// The successful samples, or the first failure (a workload with any failed run is

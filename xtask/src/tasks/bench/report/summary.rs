@@ -1,20 +1,30 @@
 //! The report's results table: one row of medians per case, a failed workload as a
-//! footnote.
+//! footnote, a workload that was not planned (`--workloads`) as "—".
 
+use super::cases::Case;
 use super::format::{escape, fmt_latency, fmt_num, fmt_rate};
-use super::results::{Case, Results, per_10k};
+use super::results::{Results, Sample, per_10k};
 use super::wrk::Workload;
+
+/// Columns after the case label: 3 keep-alive, conn/s, bulk, 2 proxy CPU, nginx CPU,
+/// upstream conns.
+const COLUMNS: usize = 9;
 
 pub(super) fn row(results: &Results, case: Case, footnotes: &mut Vec<String>) -> String {
     if let Some(reason) = &results.dead[case.index()] {
-        return format!(
-            "| {} | failed: {} | — | — | — | — | — | — | — |\n",
-            case.label(),
-            escape(reason)
-        );
+        let mut cells = vec![
+            case.label().to_owned(),
+            format!("failed: {}", escape(reason)),
+        ];
+        cells.extend(std::iter::repeat_n("—".to_owned(), COLUMNS - 1));
+        return format!("| {} |\n", cells.join(" | "));
     }
-    let mut cells = vec![case.label().to_owned()];
-    let mut failed = |workload: Workload, n: usize, cells: &mut Vec<String>| {
+    // The footnote mark of a failed workload, made once however many cells show it.
+    let mut marks: Vec<(Workload, String)> = Vec::new();
+    let mut mark = |workload: Workload| -> String {
+        if let Some((_, m)) = marks.iter().find(|(w, _)| *w == workload) {
+            return m.clone();
+        }
         let reason = results.cell(case, workload).err().unwrap_or_default();
         footnotes.push(format!(
             "{} {}: {}",
@@ -22,61 +32,52 @@ pub(super) fn row(results: &Results, case: Case, footnotes: &mut Vec<String>) ->
             workload.label(),
             escape(&reason)
         ));
-        let mark = format!("failed [{}]", footnotes.len());
-        cells.extend(std::iter::repeat_n(mark, n));
+        let m = format!("failed [{}]", footnotes.len());
+        marks.push((workload, m.clone()));
+        m
     };
-    let ka = Workload::Keepalive;
-    if results.cell(case, ka).is_ok() {
-        cells.push(fmt_rate(
-            results.median(case, ka, |s| Some(s.wrk.requests_per_s)),
-        ));
-        cells.push(fmt_latency(
-            results.median(case, ka, |s| Some(s.wrk.p50_us)),
-        ));
-        cells.push(fmt_latency(
-            results.median(case, ka, |s| Some(s.wrk.p99_us)),
-        ));
-    } else {
-        failed(ka, 3, &mut cells);
-    }
-    let close = Workload::Close;
-    if results.cell(case, close).is_ok() {
-        cells.push(fmt_rate(
-            results.median(case, close, |s| Some(s.wrk.requests_per_s)),
-        ));
-    } else {
-        failed(close, 1, &mut cells);
-    }
-    let bulk = Workload::Bulk;
-    if results.cell(case, bulk).is_ok() {
-        cells.push(fmt_num(
-            results.median(case, bulk, |s| Some(s.wrk.mib_per_s)),
-            1,
-        ));
-    } else {
-        failed(bulk, 1, &mut cells);
-    }
-    let cpu = |w: Workload| {
-        if case == Case::Direct {
+    // One cell: "—" if the workload was not planned or the value does not apply, the
+    // footnote mark if it failed, else the median formatted.
+    let mut cell = |workload: Workload,
+                    applies: bool,
+                    value: &dyn Fn(&Sample) -> Option<f64>,
+                    show: &dyn Fn(Option<f64>) -> String| {
+        if !applies || !results.planned(case, workload) {
             return "—".to_owned();
         }
-        if results.cell(case, w).is_err() {
-            return "failed".to_owned();
+        if results.cell(case, workload).is_err() {
+            return mark(workload);
         }
-        fmt_num(
-            results.median(case, w, |s| per_10k(s.proxy_cpu_s, s.wrk.requests)),
-            3,
-        )
+        show(results.median(case, workload, value))
     };
-    cells.push(cpu(ka));
-    cells.push(cpu(close));
-    cells.push(if results.cell(case, ka).is_ok() {
-        fmt_num(
-            results.median(case, ka, |s| per_10k(Some(s.nginx_cpu_s), s.wrk.requests)),
-            3,
-        )
-    } else {
-        "failed".to_owned()
-    });
+    use Workload::{Bulk, Close, Keepalive};
+    let proxy = case != Case::Direct;
+    let rate = |v: Option<f64>| fmt_rate(v);
+    let latency = |v: Option<f64>| fmt_latency(v);
+    let decimals = |n: usize| move |v: Option<f64>| fmt_num(v, n);
+    let proxy_cpu = |s: &Sample| per_10k(s.proxy_cpu_s, s.wrk.requests);
+    let cells = [
+        case.label().to_owned(),
+        cell(Keepalive, true, &|s| Some(s.wrk.requests_per_s), &rate),
+        cell(Keepalive, true, &|s| Some(s.wrk.p50_us), &latency),
+        cell(Keepalive, true, &|s| Some(s.wrk.p99_us), &latency),
+        cell(Close, true, &|s| Some(s.wrk.requests_per_s), &rate),
+        cell(Bulk, true, &|s| Some(s.wrk.mib_per_s), &decimals(1)),
+        cell(Keepalive, proxy, &proxy_cpu, &decimals(3)),
+        cell(Close, proxy, &proxy_cpu, &decimals(3)),
+        cell(
+            Keepalive,
+            true,
+            &|s| per_10k(Some(s.nginx_cpu_s), s.wrk.requests),
+            &decimals(3),
+        ),
+        cell(Close, true, &upstream_per_1k, &decimals(1)),
+    ];
     format!("| {} |\n", cells.join(" | "))
+}
+
+/// Upstream connections nginx accepted per 1,000 requests.
+fn upstream_per_1k(s: &Sample) -> Option<f64> {
+    let conns = s.upstream_conns?;
+    (s.wrk.requests > 0).then(|| conns as f64 / s.wrk.requests as f64 * 1000.0)
 }

@@ -1,4 +1,4 @@
-//! The DNAT rule (iptables or nft, in the pod namespace) that sends the HAProxy case's
+//! The DNAT rule (iptables or nft, in the pod namespace) that sends the HAProxy cases'
 //! connects to HAProxy.
 
 use crate::tasks::bench::tools::NatTool;
@@ -7,8 +7,8 @@ use std::net::SocketAddr;
 use std::process::Command;
 use xtask::netlab::Netns;
 
-/// The DNAT that sends the pod's connects to `from` to HAProxy at `to`, switched on only
-/// for the HAProxy case.
+/// The DNAT that sends the pod's connects to `from` to HAProxy, switched on only for the
+/// HAProxy cases, each with the port of its mode.
 ///
 /// The nat hook is installed once for the whole run (a jump to an empty chain), so
 /// connection tracking is on in the pod namespace for every case, as on any Kubernetes
@@ -16,7 +16,6 @@ use xtask::netlab::Netns;
 pub struct Dnat {
     tool: NatTool,
     from: SocketAddr,
-    to: SocketAddr,
     netns: String,
 }
 
@@ -24,11 +23,10 @@ const CHAIN: &str = "RDBENCH";
 const NFT_TABLE: &str = "rdbench";
 
 impl Dnat {
-    pub fn install(tool: &NatTool, ns: &Netns, from: SocketAddr, to: SocketAddr) -> Result<Dnat> {
+    pub fn install(tool: &NatTool, ns: &Netns, from: SocketAddr) -> Result<Dnat> {
         let dnat = Dnat {
             tool: tool.clone(),
             from,
-            to,
             netns: ns.name().to_owned(),
         };
         match &dnat.tool {
@@ -47,9 +45,10 @@ impl Dnat {
         Ok(dnat)
     }
 
-    pub fn enable(&self) -> Result<()> {
+    /// Sends the pod's connects to `from` to `to` until [`Dnat::disable`].
+    pub fn enable(&self, to: SocketAddr) -> Result<()> {
         let (from_ip, from_port) = (self.from.ip().to_string(), self.from.port().to_string());
-        let to = self.to.to_string();
+        let to = to.to_string();
         match &self.tool {
             NatTool::Iptables(_) => self.run(&[
                 "-t",

@@ -54,10 +54,14 @@ impl Pki {
     }
 }
 
-/// The Backend directory of the redirector case: the XBackend and its CA ConfigMap.
-pub fn write_backend_dir(dir: &Path, ca_pem: &str) -> Result<()> {
+/// The Backend directory of a redirector case: the XBackend with `spec.protocol`
+/// `protocol` and its CA ConfigMap. Each case gets its own directory (and its own agent),
+/// so a TCP and an HTTP Backend for the same name and port never meet.
+pub fn write_backend_dir(dir: &Path, ca_pem: &str, protocol: &str) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let indented: String = ca_pem.lines().map(|line| format!("    {line}\n")).collect();
-    let yaml = BACKEND_TEMPLATE.replace("{{CA_PEM}}\n", &indented);
+    let yaml = BACKEND_TEMPLATE
+        .replace("{{PROTOCOL}}", protocol)
+        .replace("{{CA_PEM}}\n", &indented);
     write(&dir.join("backend.yaml"), &yaml, 0o644)
 }

@@ -93,3 +93,37 @@ pub(super) fn kill(pid: u32, signal: i32) {
         unsafe { libc::kill(pid, signal) };
     }
 }
+
+/// `Tcp: PassiveOpens` of the network namespace `pid` lives in: how many TCP connections
+/// were accepted there so far (`/proc/<pid>/net/snmp` shows the namespace of `pid`, so no
+/// setns is needed).
+pub fn passive_opens(pid: u32) -> Result<u64> {
+    let path = format!("/proc/{pid}/net/snmp");
+    let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {path}"))?;
+    snmp_value(&text, "Tcp:", "PassiveOpens")
+        .with_context(|| format!("no Tcp: PassiveOpens in {path}"))
+}
+
+/// A value of /proc/net/snmp: each protocol has a line of names, then a line of values.
+fn snmp_value(text: &str, protocol: &str, name: &str) -> Option<u64> {
+    let mut lines = text.lines().filter(|l| l.starts_with(protocol));
+    let names = lines.next()?;
+    let values = lines.next()?;
+    let at = names.split_whitespace().position(|n| n == name)?;
+    values.split_whitespace().nth(at)?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn snmp_counters() {
+        let text = "Ip: Forwarding DefaultTTL\nIp: 1 64\n\
+                    Tcp: RtoAlgorithm RtoMin ActiveOpens PassiveOpens AttemptFails\n\
+                    Tcp: 1 200 17 4242 0\nUdp: InDatagrams\nUdp: 3\n";
+        assert_eq!(snmp_value(text, "Tcp:", "PassiveOpens"), Some(4242));
+        assert_eq!(snmp_value(text, "Tcp:", "Nope"), None);
+        assert!(passive_opens(std::process::id()).is_ok());
+    }
+}

@@ -1,0 +1,163 @@
+//! The five ways from the pod to the service, and the `--cases` names that select them.
+//!
+//! Two kinds of Backend are measured, each against the HAProxy mode that does the same
+//! work: a TCP Backend (bytes spliced, one upstream TLS connection per client connection)
+//! against HAProxy `mode tcp`, and an HTTP Backend (requests parsed, upstream connections
+//! pooled and reused across client connections) against HAProxy `mode http` with
+//! `http-reuse always`. Direct TLS is the floor both are held to for bulk throughput.
+
+use anyhow::{Result, bail};
+
+/// What a proxy forwards.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layer {
+    /// Bytes: one upstream connection per client connection.
+    Tcp,
+    /// HTTP requests: upstream connections pooled and reused.
+    Http,
+}
+
+impl Layer {
+    /// The XBackend `spec.protocol` of the redirector case of this layer.
+    pub fn protocol(self) -> &'static str {
+        match self {
+            Layer::Tcp => "TCP",
+            Layer::Http => "HTTP",
+        }
+    }
+}
+
+/// One way from the pod to the service.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Case {
+    /// wrk speaks TLS to nginx itself: the floor no proxy can beat.
+    Direct,
+    /// Plaintext to HAProxy `mode tcp` (via DNAT), which originates TLS.
+    HaproxyTcp,
+    /// Plaintext, redirected by the agent's eBPF hooks to its proxy, which originates TLS
+    /// for a `protocol: TCP` Backend.
+    RedirectorTcp,
+    /// Plaintext HTTP/1.1 to HAProxy `mode http`, `http-reuse always` (via DNAT).
+    HaproxyHttp,
+    /// Plaintext HTTP/1.1, redirected to the agent's proxy, for a `protocol: HTTP` Backend.
+    RedirectorHttp,
+}
+
+/// How many cases there are (the size of the per-case tables).
+pub const CASES: usize = 5;
+
+impl Case {
+    /// Run order within a repetition: the reference first, then each proxy pair.
+    pub const ALL: [Case; CASES] = [
+        Case::Direct,
+        Case::HaproxyTcp,
+        Case::RedirectorTcp,
+        Case::HaproxyHttp,
+        Case::RedirectorHttp,
+    ];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Case::Direct => "direct TLS (wrk → nginx)",
+            Case::HaproxyTcp => "HAProxy mode tcp (nbthread 1)",
+            Case::RedirectorTcp => "redirector, protocol TCP",
+            Case::HaproxyHttp => "HAProxy mode http (nbthread 1)",
+            Case::RedirectorHttp => "redirector, protocol HTTP",
+        }
+    }
+
+    /// The name `--cases` knows it by.
+    pub fn name(self) -> &'static str {
+        match self {
+            Case::Direct => "direct",
+            Case::HaproxyTcp => "haproxy-tcp",
+            Case::RedirectorTcp => "redirector-tcp",
+            Case::HaproxyHttp => "haproxy-http",
+            Case::RedirectorHttp => "redirector-http",
+        }
+    }
+
+    /// The URL prefix the client uses: the same host and port for all, plaintext for the
+    /// proxies (the client cannot tell which proxy, if any, is in the way).
+    pub fn base_url(self) -> &'static str {
+        match self {
+            Case::Direct => "https://api.redirector.test",
+            _ => "http://api.redirector.test:443",
+        }
+    }
+
+    /// What the case's proxy forwards (none for direct TLS).
+    pub fn layer(self) -> Option<Layer> {
+        match self {
+            Case::Direct => None,
+            Case::HaproxyTcp | Case::RedirectorTcp => Some(Layer::Tcp),
+            Case::HaproxyHttp | Case::RedirectorHttp => Some(Layer::Http),
+        }
+    }
+
+    /// Direct TLS and HAProxy: the cases that must work for the report to mean anything.
+    pub fn is_reference(self) -> bool {
+        !matches!(self, Case::RedirectorTcp | Case::RedirectorHttp)
+    }
+
+    pub(super) fn index(self) -> usize {
+        self as usize
+    }
+
+    /// Parses `--cases`: comma-separated case names or groups, returned in run order.
+    /// `tcp` and `http` include direct TLS, the bulk reference of both.
+    pub fn select(text: &str) -> Result<Vec<Case>> {
+        let mut chosen = Vec::new();
+        for word in text.split(',').map(str::trim).filter(|w| !w.is_empty()) {
+            let group: Vec<Case> = match word {
+                "all" => Case::ALL.to_vec(),
+                "tcp" => vec![Case::Direct, Case::HaproxyTcp, Case::RedirectorTcp],
+                "http" => vec![Case::Direct, Case::HaproxyHttp, Case::RedirectorHttp],
+                "haproxy" => vec![Case::HaproxyTcp, Case::HaproxyHttp],
+                "redirector" => vec![Case::RedirectorTcp, Case::RedirectorHttp],
+                _ => match Case::ALL.iter().find(|c| c.name() == word) {
+                    Some(&case) => vec![case],
+                    None => bail!(
+                        "--cases: unknown case {word:?} (known: {}, or tcp, http, haproxy, redirector, all)",
+                        Case::ALL.map(Case::name).join(", ")
+                    ),
+                },
+            };
+            chosen.extend(group);
+        }
+        if chosen.is_empty() {
+            bail!("--cases: no case named");
+        }
+        Ok(Case::ALL
+            .into_iter()
+            .filter(|c| chosen.contains(c))
+            .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn selection() {
+        assert_eq!(Case::select("all").unwrap(), Case::ALL);
+        assert_eq!(
+            Case::select("redirector-http, haproxy-http").unwrap(),
+            [Case::HaproxyHttp, Case::RedirectorHttp]
+        );
+        assert_eq!(
+            Case::select("http").unwrap(),
+            [Case::Direct, Case::HaproxyHttp, Case::RedirectorHttp]
+        );
+        assert_eq!(
+            Case::select("redirector,direct").unwrap(),
+            [Case::Direct, Case::RedirectorTcp, Case::RedirectorHttp]
+        );
+        assert!(Case::select("nginx").is_err());
+        assert!(Case::select(",").is_err());
+        for (i, case) in Case::ALL.iter().enumerate() {
+            assert_eq!(case.index(), i);
+        }
+    }
+}
