@@ -1,10 +1,12 @@
 //! Results of the benchmark runs and the Markdown report made of them.
 //!
 //! The report is made of the results table (`summary`), the ratios against the
-//! references (`ratios`) and every run (`runs`); this module puts them together. Only
+//! references (`ratios`), the TCP Backend against the last committed run before HTTP
+//! forwarding (`before`) and every run (`runs`); this module puts them together. Only
 //! the planned cases and workloads appear (`--cases`, `--workloads`), so a partial run
 //! has no empty rows.
 
+mod before;
 mod cases;
 mod format;
 mod ratios;
@@ -19,6 +21,7 @@ pub use results::{Results, Sample};
 use super::wrk;
 #[cfg(test)]
 use super::wrk::Workload;
+use before::before;
 use ratios::ratios;
 use results::workload_index;
 use runs::run_row;
@@ -76,6 +79,9 @@ pub fn render(results: &Results, ctx: &Context) -> String {
 
     md.push_str("\n## Ratios and targets\n");
     md.push_str(&ratios(results));
+    if let Some(section) = before(results) {
+        md.push_str(&section);
+    }
 
     md.push_str("\n## Every run\n\n| rep | case | workload | requests | req/s | p50 | p99 | MiB/s | proxy CPU s | nginx CPU s | upstream conns | outcome |\n");
     md.push_str("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
@@ -174,6 +180,10 @@ mod tests {
             md.contains(
                 "| redirector TCP / HAProxy mode tcp, req/s (keepalive) | 1.000 | ≥ 1.0 | yes |"
             ),
+            "{md}"
+        );
+        assert!(
+            md.contains("| req/s (keepalive) | 35,214 | 500 | 0.014 | ≥ 1.0 | **no** | 0.042 |"),
             "{md}"
         );
         assert!(results.complete(Case::HaproxyHttp));
