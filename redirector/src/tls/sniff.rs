@@ -286,6 +286,20 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for FirstBytesGuard<S> {
         Pin::new(&mut self.inner).poll_write(cx, buf)
     }
 
+    /// Passed on, so that writers of several buffers (hyper: a response head and body)
+    /// need not copy them into one first.
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.inner).poll_flush(cx)
     }

@@ -14,7 +14,7 @@ use http::{Method, Response, Version};
 use http_body_util::{BodyExt, Full, combinators::UnsyncBoxBody};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 
-use super::access_log::Entry;
+use super::{access_log::Entry, metrics::BackendHttp};
 use crate::proxy::Shared;
 
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -37,7 +37,13 @@ pub fn text(text: String) -> ProxyBody {
 /// What is known of a request when its response starts.
 pub struct Completion {
     pub started: Instant,
-    pub backend: String,
+    pub metrics: Arc<BackendHttp>,
+    /// Only kept when there is an access log.
+    pub log: Option<LogFields>,
+}
+
+/// The request's fields in the access log.
+pub struct LogFields {
     pub method: Method,
     pub authority: String,
     pub path: String,
@@ -91,13 +97,13 @@ impl Metered {
             return;
         };
         let took = completion.started.elapsed();
-        shared.stats.http.finished(&completion.backend, took);
-        if let Some(log) = &shared.http.access_log {
+        completion.metrics.finished(took);
+        if let (Some(log), Some(fields)) = (&shared.http.access_log, &completion.log) {
             log.write(&Entry {
-                backend: &completion.backend,
-                method: completion.method.as_str(),
-                authority: &completion.authority,
-                path: &completion.path,
+                backend: &completion.metrics.name,
+                method: fields.method.as_str(),
+                authority: &fields.authority,
+                path: &fields.path,
                 status,
                 bytes: self.bytes,
                 duration_ms: took.as_secs_f64() * 1e3,

@@ -3,12 +3,17 @@
 //! (Content-Length, chunked) for each side itself.
 
 use http::{
-    HeaderMap, Request,
+    HeaderMap, HeaderName, HeaderValue, Request,
     header::{CONNECTION, TE, TRANSFER_ENCODING, UPGRADE},
 };
 
 /// Hop-by-hop headers besides those the `Connection` header lists.
-const HOP_BY_HOP: [&str; 4] = ["keep-alive", "proxy-connection", "te", "transfer-encoding"];
+const HOP_BY_HOP: [HeaderName; 4] = [
+    HeaderName::from_static("keep-alive"),
+    HeaderName::from_static("proxy-connection"),
+    TE,
+    TRANSFER_ENCODING,
+];
 
 /// An HTTP/1.1 Upgrade request (WebSocket and others): `Connection: upgrade` and an
 /// `Upgrade` header.
@@ -19,31 +24,30 @@ pub fn is_upgrade<B>(req: &Request<B>) -> bool {
 /// Removes hop-by-hop headers. With `upgrade`, `Connection: upgrade` and `Upgrade` stay:
 /// the upgrade is passed on to the upstream connection made for it.
 pub fn strip_hop_by_hop(headers: &mut HeaderMap, upgrade: bool) {
-    let listed: Vec<String> = headers
+    // Names the Connection header lists (rare beyond keep-alive/close/upgrade).
+    let listed: Vec<HeaderName> = headers
         .get_all(CONNECTION)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
-        .map(|name| name.trim().to_ascii_lowercase())
-        .filter(|name| !name.is_empty())
+        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
         .collect();
     // `TE: trailers` says the client accepts trailers, which h2 upstreams need to know
     // (gRPC); any other TE value is hop-by-hop.
     let trailers = headers
         .get(TE)
         .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"trailers"));
-    for name in listed.iter().map(String::as_str).chain(HOP_BY_HOP) {
-        if upgrade && name == "upgrade" {
+    for name in listed.iter().chain(&HOP_BY_HOP) {
+        if upgrade && name == UPGRADE {
             continue;
         }
         headers.remove(name);
     }
-    headers.remove(TRANSFER_ENCODING);
     if trailers {
-        headers.insert(TE, http::HeaderValue::from_static("trailers"));
+        headers.insert(TE, HeaderValue::from_static("trailers"));
     }
     if upgrade {
-        headers.insert(CONNECTION, http::HeaderValue::from_static("upgrade"));
+        headers.insert(CONNECTION, HeaderValue::from_static("upgrade"));
     } else {
         headers.remove(CONNECTION);
         headers.remove(UPGRADE);

@@ -1,6 +1,6 @@
 //! Per-request metrics of HTTP Backends.
 
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 
 use http::StatusCode;
 use prometheus_client::{
@@ -90,37 +90,22 @@ impl HttpStats {
         );
     }
 
-    pub fn answered(&self, backend: &str, status: StatusCode) {
-        let class = match status.as_u16() / 100 {
-            1 => "1xx",
-            2 => "2xx",
-            3 => "3xx",
-            4 => "4xx",
-            _ => "5xx",
+    /// `backend`'s metrics, looked up once (per pool) rather than per request.
+    pub fn of(&self, backend: &str) -> Arc<BackendHttp> {
+        let class = |class| {
+            let labels = BackendClass {
+                backend: backend.to_owned(),
+                class,
+            };
+            self.requests.get_or_create(&labels).clone()
         };
-        let labels = BackendClass {
-            backend: backend.to_owned(),
-            class,
-        };
-        self.requests.get_or_create(&labels).inc();
-    }
-
-    pub fn finished(&self, backend: &str, took: Duration) {
-        self.duration
-            .get_or_create(&label(backend))
-            .observe(took.as_secs_f64());
-    }
-
-    pub fn opened(&self, backend: &str) {
-        self.opened.get_or_create(&label(backend)).inc();
-    }
-
-    /// A request went out on a pooled connection (`reused`: one that had carried a
-    /// request before).
-    pub fn used(&self, backend: &str, reused: bool) {
-        if reused {
-            self.reused.get_or_create(&label(backend)).inc();
-        }
+        Arc::new(BackendHttp {
+            name: Arc::from(backend),
+            requests: CLASSES.map(class),
+            duration: self.duration.get_or_create(&label(backend)).clone(),
+            opened: self.opened.get_or_create(&label(backend)).clone(),
+            reused: self.reused.get_or_create(&label(backend)).clone(),
+        })
     }
 
     pub fn error(&self, backend: &str, kind: HttpError) {
@@ -129,12 +114,58 @@ impl HttpStats {
             reason: kind.as_str(),
         };
         self.errors.get_or_create(&labels).inc();
-        if matches!(
-            kind,
-            HttpError::MalformedRequest | HttpError::HeadersTooLarge
-        ) {
-            // hyper answered these before any service ran: count their status too.
-            self.answered(backend, kind.status());
+    }
+
+    /// A request the proxy answered itself, by status class (the per-Backend handles
+    /// count the rest).
+    pub fn answered(&self, backend: &str, status: StatusCode) {
+        let labels = BackendClass {
+            backend: backend.to_owned(),
+            class: class(status),
+        };
+        self.requests.get_or_create(&labels).inc();
+    }
+}
+
+const CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
+
+fn class(status: StatusCode) -> &'static str {
+    CLASSES[class_index(status)]
+}
+
+fn class_index(status: StatusCode) -> usize {
+    usize::from(status.as_u16() / 100).clamp(1, 5) - 1
+}
+
+/// One Backend's HTTP metrics, as handles: counting is an atomic add.
+#[derive(Debug)]
+pub struct BackendHttp {
+    /// `namespace/name`, the label.
+    pub name: Arc<str>,
+    requests: [Counter; 5],
+    duration: Histogram,
+    opened: Counter,
+    reused: Counter,
+}
+
+impl BackendHttp {
+    pub fn answered(&self, status: StatusCode) {
+        self.requests[class_index(status)].inc();
+    }
+
+    pub fn finished(&self, took: Duration) {
+        self.duration.observe(took.as_secs_f64());
+    }
+
+    pub fn opened(&self) {
+        self.opened.inc();
+    }
+
+    /// A request went out on a pooled connection (`reused`: one that had carried a
+    /// request before).
+    pub fn used(&self, reused: bool) {
+        if reused {
+            self.reused.inc();
         }
     }
 }

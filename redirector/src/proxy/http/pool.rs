@@ -22,7 +22,7 @@ use hyper_util::{
     rt::{TokioExecutor, TokioTimer},
 };
 
-use super::upstream::Dialer;
+use super::{metrics::BackendHttp, upstream::Dialer};
 use crate::{
     backend::{ObjectKey, Protocol},
     proxy::Shared,
@@ -31,6 +31,13 @@ use crate::{
 };
 
 pub type UpstreamClient = Client<Dialer, Incoming>;
+
+/// A pool's client, and the metrics of its Backend.
+#[derive(Clone)]
+pub struct Pooled {
+    pub client: UpstreamClient,
+    pub metrics: Arc<BackendHttp>,
+}
 
 /// What a pooled connection is good for.
 #[derive(Clone)]
@@ -70,7 +77,7 @@ impl Hash for PoolKey {
 
 pub struct Pools {
     idle_timeout: Duration,
-    clients: Mutex<HashMap<PoolKey, UpstreamClient>>,
+    clients: Mutex<HashMap<PoolKey, Pooled>>,
 }
 
 impl Pools {
@@ -81,14 +88,15 @@ impl Pools {
         }
     }
 
-    /// The client of `entry`'s pool towards `to`.
-    pub fn client(
+    /// `entry`'s pool towards `to`. Looked up once per client connection and Backend:
+    /// a connection's requests use what it returned.
+    pub fn get(
         &self,
         shared: &Shared,
         entry: &Entry,
         tls: Option<&Arc<TlsOrigination>>,
         to: SocketAddr,
-    ) -> UpstreamClient {
+    ) -> Pooled {
         let key = PoolKey {
             backend: entry.backend.key.clone(),
             to,
@@ -96,13 +104,17 @@ impl Pools {
             tls: tls.cloned(),
         };
         let mut clients = self.clients.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(client) = clients.get(&key) {
-            return client.clone();
+        if let Some(pooled) = clients.get(&key) {
+            return pooled.clone();
         }
-        let dialer = Dialer::new(shared, entry, tls, to);
-        let client = self.build(entry.backend.protocol, dialer);
-        clients.insert(key, client.clone());
-        client
+        let metrics = shared.stats.http.of(&entry.backend.key.to_string());
+        let dialer = Dialer::new(shared, metrics.clone(), tls, to);
+        let pooled = Pooled {
+            client: self.build(entry.backend.protocol, dialer),
+            metrics,
+        };
+        clients.insert(key, pooled.clone());
+        pooled
     }
 
     fn build(&self, protocol: Protocol, dialer: Dialer) -> UpstreamClient {

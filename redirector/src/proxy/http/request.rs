@@ -1,79 +1,107 @@
 //! One request: Host check, then forwarded on the Backend's pooled upstream.
 
-use std::{sync::Arc, time::Instant};
+use std::{
+    sync::{Arc, OnceLock},
+    time::Instant,
+};
 
-use http::{HeaderValue, Request, Response, Uri, Version, header::HOST, uri::Authority};
+use http::{HeaderValue, Request, Response, Uri, Version, header::HOST};
 use hyper::body::Incoming;
 
 use super::{
-    body::{self, Completion, ProxyBody, metered},
+    body::{self, Completion, LogFields, ProxyBody, metered},
     error::{HttpError, ProxyError},
-    headers, upgrade,
+    headers,
+    pool::Pooled,
+    upgrade,
+    upstream::UpstreamConnection,
 };
 use crate::{
     backend::Protocol,
     proxy::{Shared, connection::Routed},
     table::{Entry, join},
+    tls::TlsOrigination,
 };
 
 /// What the requests of one client connection share.
 pub struct Context {
     pub shared: Arc<Shared>,
     pub routed: Routed,
+    /// Per candidate Backend (same order): its pool, looked up on its first request.
+    pools: Box<[OnceLock<Pooled>]>,
 }
 
 impl Context {
     pub fn new(shared: Arc<Shared>, routed: Routed) -> Self {
-        Self { shared, routed }
+        let pools = routed.candidates.iter().map(|_| OnceLock::new()).collect();
+        Self {
+            shared,
+            routed,
+            pools,
+        }
     }
 
     /// Answers one request: the upstream's response, or the proxy's own error.
     pub async fn handle(&self, req: Request<Incoming>) -> Response<ProxyBody> {
         let started = Instant::now();
-        let authority = authority_of(&req);
-        let method = req.method().clone();
-        let path = req.uri().path().to_owned();
-        let entry = match self.backend_for(authority.as_deref()) {
-            Ok(entry) => entry,
-            Err(error) => return self.refuse(None, error),
+        let index = match self.backend_for(&req) {
+            Ok(index) => index,
+            Err(error) => return self.refuse("-", error),
         };
-        let key = entry.backend.key.to_string();
-        let completion = Completion {
-            started,
-            backend: key.clone(),
-            method,
-            authority: authority.unwrap_or_default(),
-            path,
+        let entry = &self.routed.candidates[index];
+        let tls = match &entry.origination {
+            Ok(tls) => tls,
+            Err(error) => {
+                let detail = format!(
+                    "Backend {} has unusable TLS settings: {error}",
+                    entry.backend.key
+                );
+                let label = entry.backend.key.to_string();
+                return self.refuse(&label, ProxyError::new(HttpError::TlsConfig, detail));
+            }
         };
-        match self.forward(&entry, req).await {
+        let shared = &self.shared;
+        let original = self.routed.original;
+        let pooled = self.pools[index]
+            .get_or_init(|| (shared.http.pools).get(shared, entry, tls.as_ref(), original));
+        let log = shared.http.access_log.is_some().then(|| LogFields {
+            method: req.method().clone(),
+            authority: authority_of(&req).unwrap_or_default().to_owned(),
+            path: req.uri().path().to_owned(),
+        });
+        match self.forward(entry, tls.as_ref(), pooled, req).await {
             Ok(response) => {
-                let stats = &self.shared.stats.http;
-                stats.answered(&key, response.status());
-                metered(response, completion, self.shared.clone())
+                pooled.metrics.answered(response.status());
+                let completion = Completion {
+                    started,
+                    metrics: pooled.metrics.clone(),
+                    log,
+                };
+                metered(response, completion, shared.clone())
             }
             Err(error) => {
-                let response = self.refuse(Some(&key), error);
-                let stats = &self.shared.stats.http;
-                stats.answered(&key, response.status());
-                stats.finished(&key, started.elapsed());
+                let response = self.refuse(&pooled.metrics.name, error);
+                pooled.metrics.finished(started.elapsed());
                 response
             }
         }
     }
 
-    /// The Backend whose hostname the request names, among those of the dialed address
-    /// and port. Anything else is misdirected: the node's TLS identity and client
-    /// certificate are never lent to another name (no domain fronting).
-    fn backend_for(&self, authority: Option<&str>) -> Result<Arc<Entry>, ProxyError> {
+    /// The index of the candidate whose hostname the request names, among the Backends
+    /// of the dialed address and port. Anything else is misdirected: the node's TLS
+    /// identity and client certificate are never lent to another name (no domain
+    /// fronting).
+    fn backend_for(&self, req: &Request<Incoming>) -> Result<usize, ProxyError> {
         let original = self.routed.original;
-        let parsed = authority.and_then(|a| a.parse::<Authority>().ok());
-        let found = parsed.as_ref().and_then(|authority| {
-            let host = authority.host().trim_end_matches('.');
-            let port_ok = authority.port_u16().is_none_or(|p| p == original.port());
+        let authority = authority_of(req);
+        let found = authority.and_then(|authority| {
+            let (host, port) = split_host_port(authority);
+            let host = host.trim_end_matches('.');
+            let port_ok = port.is_none_or(|p| p == original.port());
             (self.routed.candidates.iter())
-                .find(|e| port_ok && e.backend.hostname.eq_ignore_ascii_case(host))
+                .position(|e| port_ok && e.backend.hostname.eq_ignore_ascii_case(host))
         });
-        found.cloned().ok_or_else(|| {
+        found.ok_or_else(|| {
             ProxyError::new(
                 HttpError::Misdirected,
                 format!(
@@ -88,15 +116,11 @@ impl Context {
     async fn forward(
         &self,
         entry: &Entry,
+        tls: Option<&Arc<TlsOrigination>>,
+        pooled: &Pooled,
         mut req: Request<Incoming>,
     ) -> Result<Response<ProxyBody>, ProxyError> {
         let backend = &entry.backend;
-        let tls = entry.origination.as_ref().map_err(|error| {
-            ProxyError::new(
-                HttpError::TlsConfig,
-                format!("Backend {} has unusable TLS settings: {error}", backend.key),
-            )
-        })?;
         let authority = canonical_authority(&backend.hostname, backend.port, tls.is_some());
         let upgrade = headers::is_upgrade(&req);
         headers::strip_hop_by_hop(req.headers_mut(), upgrade);
@@ -116,13 +140,10 @@ impl Context {
         if upgrade {
             let host = HeaderValue::from_str(&authority).map_err(|_| bad_authority(&authority))?;
             req.headers_mut().insert(HOST, host);
-            return upgrade::forward(shared, entry, tls.as_ref(), original, req).await;
+            let metrics = pooled.metrics.clone();
+            return upgrade::forward(shared, metrics, tls, original, req).await;
         }
-        let client = shared
-            .http
-            .pools
-            .client(shared, entry, tls.as_ref(), original);
-        let sending = client.request(req);
+        let sending = pooled.client.request(req);
         let response = if backend.protocol == Protocol::Mcp {
             // Streams may stay silent for long: only the idle timeout applies.
             sending.await
@@ -136,43 +157,48 @@ impl Context {
             })?
         };
         let mut response = response.map_err(|error| ProxyError::from_client(&error, original))?;
-        if let Some(connection) = response
-            .extensions()
-            .get::<super::upstream::UpstreamConnection>()
-        {
-            shared
-                .stats
-                .http
-                .used(&backend.key.to_string(), connection.reused());
+        if let Some(connection) = response.extensions().get::<UpstreamConnection>() {
+            pooled.metrics.used(connection.reused());
         }
         headers::strip_hop_by_hop(response.headers_mut(), false);
         Ok(response.map(body::upstream))
     }
 
     /// The proxy's own answer, counted and logged.
-    fn refuse(&self, backend: Option<&str>, error: ProxyError) -> Response<ProxyBody> {
+    fn refuse(&self, backend: &str, error: ProxyError) -> Response<ProxyBody> {
         let shared = &self.shared;
-        let label = backend.unwrap_or("-");
-        shared.stats.http.error(label, error.kind);
+        let response = error.response();
+        shared.stats.http.error(backend, error.kind);
+        shared.stats.http.answered(backend, response.status());
         if let Some(suppressed) = shared.log_limit.allow(error.kind.as_str()) {
             tracing::warn!(
-                peer = %self.routed.peer, backend = label, original = %self.routed.original,
-                reason = error.kind.as_str(), status = error.kind.status().as_u16(), suppressed,
+                peer = %self.routed.peer, backend, original = %self.routed.original,
+                reason = error.kind.as_str(), status = response.status().as_u16(), suppressed,
                 "HTTP request answered by the proxy: {}", error.detail
             );
         }
-        error.response()
+        response
     }
 }
 
 /// The authority the request names: the URI's (h2 `:authority`, HTTP/1 absolute form),
 /// else the Host header.
-fn authority_of(req: &Request<Incoming>) -> Option<String> {
+fn authority_of(req: &Request<Incoming>) -> Option<&str> {
     match req.uri().authority() {
-        Some(authority) => Some(authority.as_str().to_owned()),
-        None => (req.headers().get(HOST))
-            .and_then(|h| h.to_str().ok())
-            .map(str::to_owned),
+        Some(authority) => Some(authority.as_str()),
+        None => req.headers().get(HOST).and_then(|h| h.to_str().ok()),
+    }
+}
+
+/// `host[:port]` split; a port that is not a number leaves the whole as the host (which
+/// then names no Backend). Bracketed IPv6 literals name no Backend either.
+fn split_host_port(authority: &str) -> (&str, Option<u16>) {
+    match authority.rsplit_once(':') {
+        Some((host, port)) if !authority.ends_with(']') => match port.parse() {
+            Ok(port) => (host, Some(port)),
+            Err(_) => (authority, None),
+        },
+        _ => (authority, None),
     }
 }
 
@@ -194,7 +220,16 @@ fn bad_authority(authority: &str) -> ProxyError {
 
 #[cfg(test)]
 mod tests {
-    use super::canonical_authority;
+    use super::{canonical_authority, split_host_port};
+
+    #[test]
+    fn hosts_and_ports() {
+        assert_eq!(split_host_port("a.test"), ("a.test", None));
+        assert_eq!(split_host_port("a.test:8443"), ("a.test", Some(8443)));
+        assert_eq!(split_host_port("a.test:x"), ("a.test:x", None));
+        assert_eq!(split_host_port("[::1]"), ("[::1]", None));
+        assert_eq!(split_host_port("[::1]:443"), ("[::1]", Some(443)));
+    }
 
     #[test]
     fn default_ports_are_left_out() {

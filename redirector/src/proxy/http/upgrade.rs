@@ -11,18 +11,19 @@ use super::{
     body::{ProxyBody, upstream as upstream_body},
     error::{HttpError, ProxyError},
     headers,
+    metrics::BackendHttp,
     upstream::Dialer,
 };
-use crate::{proxy::Shared, table::Entry, tls::TlsOrigination};
+use crate::{proxy::Shared, tls::TlsOrigination};
 
 pub async fn forward(
     shared: &Arc<Shared>,
-    entry: &Entry,
+    metrics: Arc<BackendHttp>,
     tls: Option<&Arc<TlsOrigination>>,
     to: SocketAddr,
     mut req: Request<Incoming>,
 ) -> Result<Response<ProxyBody>, ProxyError> {
-    let stream = Dialer::new(shared, entry, tls, to)
+    let stream = Dialer::new(shared, metrics, tls, to)
         .dial(tls.map(|tls| tls.http1_config.clone()))
         .await
         .map_err(|error| ProxyError::new(error.kind, error.detail))?;

@@ -26,11 +26,10 @@ use tokio::{
 };
 use tokio_rustls::client::TlsStream;
 
-use super::error::HttpError;
+use super::{error::HttpError, metrics::BackendHttp};
 use crate::{
     datapath::AgentSockets,
     proxy::{Shared, connection::connect_upstream, stats::Stats, tcp},
-    table::Entry,
     tls::{H2, TlsOrigination},
 };
 
@@ -62,14 +61,14 @@ pub struct Dialer {
     pub tls: Option<Arc<TlsOrigination>>,
     pub agent_sockets: Arc<AgentSockets>,
     pub connect_timeout: Duration,
-    pub backend: Arc<str>,
+    pub metrics: Arc<BackendHttp>,
     pub stats: Arc<Stats>,
 }
 
 impl Dialer {
     pub fn new(
         shared: &Shared,
-        entry: &Entry,
+        metrics: Arc<BackendHttp>,
         tls: Option<&Arc<TlsOrigination>>,
         to: SocketAddr,
     ) -> Self {
@@ -78,7 +77,7 @@ impl Dialer {
             tls: tls.cloned(),
             agent_sockets: shared.agent_sockets.clone(),
             connect_timeout: shared.limits.connect_timeout,
-            backend: Arc::from(entry.backend.key.to_string()),
+            metrics,
             stats: shared.stats.clone(),
         }
     }
@@ -105,8 +104,8 @@ impl Dialer {
                 Upstream::Tls(Box::new(stream))
             }
         };
-        self.stats.connected(&self.backend, started.elapsed());
-        self.stats.http.opened(&self.backend);
+        self.stats.connected(&self.metrics.name, started.elapsed());
+        self.metrics.opened();
         Ok(upstream)
     }
 }
