@@ -24,9 +24,9 @@ use hyper_util::{
 
 use super::{metrics::BackendHttp, upstream::Dialer};
 use crate::{
-    backend::{ObjectKey, Protocol},
+    backend::Protocol,
     proxy::Shared,
-    table::{BackendTable, Entry},
+    table::{BackendId, BackendTable, Entry},
     tls::TlsOrigination,
 };
 
@@ -42,7 +42,8 @@ pub struct Pooled {
 /// What a pooled connection is good for.
 #[derive(Clone)]
 struct PoolKey {
-    backend: ObjectKey,
+    /// The Backend's stable id (a hash of its name): no allocation per lookup.
+    backend: BackendId,
     to: SocketAddr,
     protocol: Protocol,
     /// Compared by identity: a rebuilt origination is new material.
@@ -98,7 +99,7 @@ impl Pools {
         to: SocketAddr,
     ) -> Pooled {
         let key = PoolKey {
-            backend: entry.backend.key.clone(),
+            backend: BackendId::of(&entry.backend.key),
             to,
             protocol: entry.backend.protocol,
             tls: tls.cloned(),
@@ -137,8 +138,10 @@ impl Pools {
     /// Drops the pools whose Backend, address or TLS material is no longer in `table`:
     /// their idle connections close; requests in flight on them finish.
     pub fn retain(&self, table: &BackendTable) {
-        let current: HashMap<&ObjectKey, &Arc<Entry>> =
-            table.entries().map(|e| (&e.backend.key, e)).collect();
+        let current: HashMap<BackendId, &Arc<Entry>> = table
+            .entries()
+            .map(|e| (BackendId::of(&e.backend.key), e))
+            .collect();
         let mut clients = self.clients.lock().unwrap_or_else(|p| p.into_inner());
         clients.retain(|key, _| {
             current.get(&key.backend).is_some_and(|entry| {
