@@ -48,7 +48,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(cli.log_format);
     let result = match cli.command {
-        Command::Run(args) => tokio_main(run::run(*args)),
+        Command::Run(args) => tokio_main(args.worker_threads, run::run(*args)),
         Command::Check(args) => return check::check(&args.dirs),
         Command::Status(args) => status::print(args.admin_addr),
         Command::Crd => {
@@ -66,11 +66,15 @@ fn main() -> ExitCode {
     }
 }
 
-fn tokio_main(future: impl Future<Output = anyhow::Result<()>>) -> anyhow::Result<()> {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?
-        .block_on(future)
+fn tokio_main(
+    workers: Option<u16>,
+    future: impl Future<Output = anyhow::Result<()>>,
+) -> anyhow::Result<()> {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Some(workers) = workers {
+        builder.worker_threads(usize::from(workers));
+    }
+    builder.enable_all().build()?.block_on(future)
 }
 
 fn init_logging(format: LogFormat) {

@@ -87,6 +87,8 @@ impl Bed<'_> {
         let mut config = AgentConfig::new(&backends.path, &pins);
         // Outside the pod cgroup, so it is found by its command line and measured alone.
         config.in_pod_cgroup = false;
+        // The same one thread HAProxy gets (`nbthread 1`): equal resources.
+        config.extra_args = vec!["--worker-threads".to_owned(), "1".to_owned()];
         let agent = Agent::start(self.topology, &config).map_err(|e| {
             let mut reason = format!("the agent did not start: {e:#}");
             if let Some(problems) = &backends.check_problems {

@@ -42,7 +42,7 @@ pub(super) fn describe(plan: &Plan, nginx: &Nginx, haproxy: Option<&Haproxy>) ->
              port of the case by a DNAT rule ({nat}, pod netns, OUTPUT) that exists only during the \
              HAProxy runs; config: bench/haproxy.cfg.tmpl"
         ),
-        "redirector: `redirector run` (release build) in the node, Backend `bench/api` for \
+        "redirector: `redirector run --worker-threads 1` (release build; one thread, as HAProxy) in the node, Backend `bench/api` for \
          api.redirector.test:443, `tls.mode: ServerOnly` verified against the CA ConfigMap \
          `bench/api-ca`, with `protocol: TCP` (byte splice) or `protocol: HTTP` (hyper, upstream \
          connections pooled, ALPN h2,http/1.1), one Backend directory and one agent per case; \
