@@ -13,6 +13,8 @@ mod support;
 
 #[path = "http/errors.rs"]
 mod errors;
+#[path = "http/framing.rs"]
+mod framing;
 #[path = "http/names.rs"]
 mod names;
 #[path = "http/pooling.rs"]
