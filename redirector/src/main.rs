@@ -10,7 +10,8 @@
 //! - `resolver.rs`       hostnames -> addresses
 //! - `table.rs`          which Backend owns which (address, port)
 //! - `datapath/`         the eBPF side: load, attach, pin, adopt, sync maps
-//! - `proxy/`            accept (`proxy.rs`), match + forward (`proxy/connection.rs`)
+//! - `proxy/`            accept (`proxy.rs`), match (`proxy/connection.rs`), forward bytes
+//!                       (`proxy/tcp.rs`) or HTTP (`proxy/http.rs`, `proxy/http/`)
 //! - `tls/`              TLS origination per Backend, ClientHello sniffing
 //! - `admin.rs`          /healthz, /readyz, /metrics
 
