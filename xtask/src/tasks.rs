@@ -83,10 +83,12 @@ fn target_dir() -> PathBuf {
 /// `cargo xtask test [-- args]`: the whole suite, including the root-only end-to-end tests.
 pub fn test(extra: &[String]) -> Result<ExitCode> {
     require_root("the test suite loads eBPF programs and creates network namespaces")?;
-    // The HTTP tests drive curl (the client in the pod) and nginx (the external server).
+    // Everything the suite runs besides cargo: on a fresh machine this command alone
+    // sets it up (CI runs nothing else).
     packages::install_missing("test", test_packages)
         .context("installing the programs the end-to-end tests drive")?;
-    // Formatting and clippy first: CI runs only this command.
+    toolchain::ensure_lint_components()?;
+    // Formatting and clippy first.
     let lint = lint()?;
     check_status(cargo().args(["build", "-p", "redirector"]))?;
     let bin = target_dir().join("debug/redirector");
@@ -94,7 +96,8 @@ pub fn test(extra: &[String]) -> Result<ExitCode> {
         cargo()
             .args(["test", "--workspace"])
             .args(extra)
-            .env("REDIRECTOR_BIN", &bin),
+            .env("REDIRECTOR_BIN", &bin)
+            .env("PATH", packages::path_with_sbin()),
     )?;
     if lint != ExitCode::SUCCESS {
         eprintln!("xtask test: the tests ran, but lint failed (see above)");
@@ -103,11 +106,27 @@ pub fn test(extra: &[String]) -> Result<ExitCode> {
     Ok(exit_code(status))
 }
 
+/// The programs the end-to-end tests run, and the Debian package of each: the test bed
+/// (`ip`, `nsenter`, `unshare`, `sysctl`), datapath checks (`bpftool`), wire captures (`tcpdump`),
+/// the test PKI (`openssl`), and the HTTP tests' client and server (curl, nginx).
+const TEST_PROGRAMS: [(&str, &str); 8] = [
+    ("ip", "iproute2"),
+    ("nsenter", "util-linux"),
+    ("unshare", "util-linux"),
+    ("sysctl", "procps"),
+    ("bpftool", "bpftool"),
+    ("tcpdump", "tcpdump"),
+    ("openssl", "openssl"),
+    ("curl", "curl"),
+];
+
 /// Debian packages the end-to-end tests need and `PATH` lacks.
 fn test_packages() -> Vec<&'static str> {
-    let mut wanted = Vec::new();
-    if packages::which("curl").is_none() {
-        wanted.push("curl");
+    let mut wanted: Vec<&'static str> = Vec::new();
+    for (program, package) in TEST_PROGRAMS {
+        if packages::which(program).is_none() && !wanted.contains(&package) {
+            wanted.push(package);
+        }
     }
     wanted.extend(packages::nginx_package());
     wanted

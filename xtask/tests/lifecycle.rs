@@ -20,11 +20,20 @@ const MAPS: [&str; 5] = ["BACKENDS", "SOCKETS", "PENDING", "AGENT_SOCKETS", "CON
 
 /// Names of the programs attached to `cgroup`, from `bpftool cgroup show`.
 fn attached_programs(cgroup: &Path) -> Vec<String> {
-    let out = Command::new("bpftool")
+    // Debian installs it in /usr/sbin, which a user's PATH may lack.
+    let bpftool = [
+        "/usr/sbin/bpftool",
+        "/sbin/bpftool",
+        "/usr/local/sbin/bpftool",
+    ]
+    .into_iter()
+    .find(|p| Path::new(p).is_file())
+    .unwrap_or("bpftool");
+    let out = Command::new(bpftool)
         .args(["-j", "cgroup", "show"])
         .arg(cgroup)
         .output()
-        .expect("bpftool is needed by this test (apt-get install bpftool)");
+        .expect("bpftool is needed by this test (`cargo xtask test` installs it; apt-get install bpftool)");
     assert!(
         out.status.success(),
         "bpftool: {}",

@@ -81,15 +81,20 @@ pub fn apt_knows(package: &str) -> bool {
         .is_ok_and(|out| out.status.success() && !out.stdout.is_empty())
 }
 
-/// `command -v NAME`, with the sbin directories appended to `PATH`.
-pub fn which(name: &str) -> Option<PathBuf> {
-    let path = match std::env::var("PATH") {
+/// `PATH` with the sbin directories appended: where Debian puts `ip`, `bpftool` and
+/// `tcpdump`, and what a root shell has but `cargo` run by a user's login may not.
+pub fn path_with_sbin() -> String {
+    match std::env::var("PATH") {
         Ok(path) if !path.is_empty() => format!("{path}:{EXTRA_PATH}"),
         _ => EXTRA_PATH.to_owned(),
-    };
+    }
+}
+
+/// `command -v NAME`, with the sbin directories appended to `PATH`.
+pub fn which(name: &str) -> Option<PathBuf> {
     let out = Command::new("sh")
         .args(["-c", r#"command -v "$1""#, "sh", name])
-        .env("PATH", path)
+        .env("PATH", path_with_sbin())
         .output()
         .ok()?;
     let found = String::from_utf8_lossy(&out.stdout).trim().to_owned();

@@ -235,6 +235,29 @@ fn versioned_name(soname: &str) -> Option<String> {
     Some(format!("libLLVM-{major}-rust-{suffix}.so"))
 }
 
+/// Makes sure `cargo fmt` and `cargo clippy` run on the stable toolchain that runs us,
+/// adding the rustup components when they do not.
+pub fn ensure_lint_components() -> Result<()> {
+    let runs = |tool: &str| {
+        super::cargo()
+            .args([tool, "--version"])
+            .output()
+            .is_ok_and(|out| out.status.success())
+    };
+    if runs("fmt") && runs("clippy") {
+        return Ok(());
+    }
+    println!("installing the rustfmt and clippy components (cargo xtask lint needs them)...");
+    let status = Command::new("rustup")
+        .args(["component", "add", "rustfmt", "clippy"])
+        .status()
+        .context("cannot run rustup (is the toolchain installed with rustup?)")?;
+    if !(status.success() && runs("fmt") && runs("clippy")) {
+        bail!("rustup component add rustfmt clippy failed ({status})");
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
