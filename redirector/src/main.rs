@@ -10,8 +10,7 @@
 //! - `resolver.rs`       hostnames -> addresses
 //! - `table.rs`          which Backend owns which (address, port)
 //! - `datapath/`         the eBPF side: load, attach, pin, adopt, sync maps
-//! - `proxy/`            accept (`proxy.rs`), match (`proxy/connection.rs`), forward bytes
-//!                       (`proxy/tcp.rs`) or HTTP (`proxy/http.rs`, `proxy/http/`)
+//! - `proxy/`            accept (`proxy.rs`), match (`connection.rs`), forward (`tcp.rs`, `http/`)
 //! - `tls/`              TLS origination per Backend, ClientHello sniffing
 //! - `admin.rs`          /healthz, /readyz, /metrics
 
