@@ -33,16 +33,16 @@ pub use access_log::AccessLog;
 pub use pool::Pools;
 
 use super::{
-    Refusal, Shared,
-    connection::{Refused, Routed, report},
+    Shared,
+    connection::{Routed, report},
     tcp,
 };
-use crate::tls::sniff::{self, FirstBytesGuard, Opening, RefusedKind, Verdict};
+use crate::tls::sniff::{FirstBytesGuard, Opening};
 
 /// Largest request head (request line and headers) accepted; beyond it the client gets
 /// 431. Generous next to what browsers and SDKs send (a few KiB).
 pub const MAX_HEAD_BYTES: usize = 64 * 1024;
-/// How long a client may take to send its first bytes, or a request's head.
+/// How long a client may take to send a request's head.
 const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// HTTP settings from the command line.
@@ -73,63 +73,29 @@ impl HttpProxy {
 
 /// Serves one client connection to HTTP Backends.
 pub async fn serve(shared: Arc<Shared>, routed: Routed, mut client: TcpStream) {
-    let opening = tokio::time::timeout(HEAD_TIMEOUT, sniff::read_opening(&mut client)).await;
-    let (opening, held) = match opening {
-        Ok(Ok(read)) => read,
-        Ok(Err(error)) => {
-            tracing::debug!(peer = %routed.peer, %error, "client connection failed before its first request");
-            return;
-        }
-        Err(_) => {
-            tracing::debug!(peer = %routed.peer, "client sent nothing within {HEAD_TIMEOUT:?}");
-            return;
-        }
+    let Some((opening, held)) = tcp::first_bytes(&routed, &mut client).await else {
+        return;
     };
     let client = FirstBytesGuard::released(client, held);
-    match opening {
-        Ok(None | Some(Opening::Plain)) => serve_http(shared, routed, client).await,
-        Ok(Some(hello @ Opening::ClientHello { .. })) => {
-            // The client does TLS itself: bytes, judged as for bytes Backends.
-            let rule = tcp::opening_rule(&routed.candidates, routed.original);
-            let result = match rule.judge(&hello) {
-                Ok(Verdict::Declared { sni }) => {
-                    let backend = sni.map(|sni| tcp::named(&routed.candidates, &sni, "-"));
-                    tcp::splice_to_dialed(&shared, &routed, client, backend).await
-                }
-                Ok(Verdict::Passthrough { .. }) => {
-                    tcp::splice_to_dialed(&shared, &routed, client, None).await
-                }
-                Err(refused) => Err((Some(routed.label()), opening_refusal(refused))),
-            };
-            if let Err((backend, refused)) = result {
-                report(
-                    &shared,
-                    &routed.peer,
-                    Some(&routed.original),
-                    backend.as_deref(),
-                    &refused,
-                );
-            }
+    let result = match opening {
+        Ok(None | Some(Opening::Plain)) => {
+            serve_http(shared, routed, client).await;
+            return;
         }
-        Err(refused) => {
-            let refused = opening_refusal(refused);
-            report(
-                &shared,
-                &routed.peer,
-                Some(&routed.original),
-                None,
-                &refused,
-            );
-        }
-    }
-}
-
-fn opening_refusal(refused: sniff::OpeningRefused) -> Refused {
-    let reason = match refused.kind {
-        RefusedKind::ClientOpening => Refusal::ClientOpening,
-        RefusedKind::Ambiguous => Refusal::Ambiguous,
+        // The client does TLS itself: bytes, judged as for bytes Backends.
+        Ok(Some(hello)) => tcp::judged_splice(&shared, &routed, client, &hello).await,
+        Err(refused) => Err((None, tcp::opening_refusal(refused))),
     };
-    Refused::new(reason, refused.message)
+    if let Err((backend, refused)) = result {
+        let original = Some(&routed.original);
+        report(
+            &shared,
+            &routed.peer,
+            original,
+            backend.as_deref(),
+            &refused,
+        );
+    }
 }
 
 /// HTTP/1.x or h2 (prior knowledge, told by its preface) until the client closes, or

@@ -7,7 +7,11 @@
 //! refused; its own TLS to a name no Backend here declares goes to the dialed address
 //! unchanged (passthrough), through a fresh connection if TLS was already originated.
 
-use std::{io, net::SocketAddr, time::Instant};
+use std::{
+    io,
+    net::SocketAddr,
+    time::{Duration, Instant},
+};
 
 use tokio::{
     io::{AsyncRead, AsyncWrite},
@@ -24,18 +28,42 @@ use crate::{
     table::{Candidates, join},
     tls::{
         HandshakeFailure, TlsOrigination,
-        sniff::{self, FirstBytesGuard, OpeningRefused, OpeningRule, RefusedKind, Verdict},
+        sniff::{
+            self, FirstBytesGuard, Opening, OpeningRefused, OpeningRule, RefusedKind, Verdict,
+        },
     },
 };
 
 /// How long a failed TLS connection is given to reveal a queued alert.
-const ALERT_WAIT: std::time::Duration = std::time::Duration::from_millis(100);
+const ALERT_WAIT: Duration = Duration::from_millis(100);
 
 /// A refusal, with the Backend it is counted against (`None`: none could be named).
 pub type Failure = (Option<String>, Refused);
 
+/// How long a client may take to send its first bytes where they are read before
+/// anything is dialed.
+const OPENING_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// Connects to the original destination as the Backend says and copies both ways.
-pub async fn forward(shared: &Shared, routed: &Routed, client: TcpStream) -> Result<(), Failure> {
+pub async fn forward(
+    shared: &Shared,
+    routed: &Routed,
+    mut client: TcpStream,
+) -> Result<(), Failure> {
+    let candidates = &routed.candidates;
+    if candidates.len() > 1 && candidates.iter().any(|e| e.originates_tls()) {
+        // Backends that differ in TLS share the address: plaintext can only be refused
+        // and the client's own TLS names its Backend, so judge before dialing anything.
+        let Some((opening, held)) = first_bytes(routed, &mut client).await else {
+            return Ok(());
+        };
+        let client = FirstBytesGuard::released(client, held);
+        return match opening {
+            Ok(Some(opening)) => judged_splice(shared, routed, client, &opening).await,
+            Ok(None) => Ok(()),
+            Err(refused) => Err((None, opening_refusal(refused))),
+        };
+    }
     let limits = shared.limits;
     let label = routed.label();
     let fail = |refused: Refused| (Some(label.clone()), refused);
@@ -95,6 +123,56 @@ pub async fn forward(shared: &Shared, routed: &Routed, client: TcpStream) -> Res
     finish(shared, counted.as_deref(), moved, result).map_err(|refused| (counted, refused))
 }
 
+/// The client's opening, read before anything is dialed, with the bytes read (to be
+/// replayed). `None` if the client failed or sent nothing in time (logged at debug).
+pub(super) async fn first_bytes(
+    routed: &Routed,
+    client: &mut TcpStream,
+) -> Option<(Result<Option<Opening>, OpeningRefused>, Vec<u8>)> {
+    match tokio::time::timeout(OPENING_TIMEOUT, sniff::read_opening(client)).await {
+        Ok(Ok(read)) => Some(read),
+        Ok(Err(error)) => {
+            tracing::debug!(peer = %routed.peer, %error, "client failed before its first bytes");
+            None
+        }
+        Err(_) => {
+            tracing::debug!(peer = %routed.peer, "client sent nothing within {OPENING_TIMEOUT:?}");
+            None
+        }
+    }
+}
+
+/// Judges an opening read before dialing; what passes is spliced to the dialed address
+/// unchanged (the client's own TLS, or plaintext where that is allowed).
+pub(super) async fn judged_splice(
+    shared: &Shared,
+    routed: &Routed,
+    client: FirstBytesGuard<TcpStream>,
+    opening: &Opening,
+) -> Result<(), Failure> {
+    let rule = opening_rule(&routed.candidates, routed.original);
+    match rule.judge(opening) {
+        Ok(Verdict::Declared { sni }) => {
+            let backend = match sni {
+                Some(sni) => named(&routed.candidates, &sni, "-"),
+                None => routed.label(),
+            };
+            splice_to_dialed(shared, routed, client, Some(backend)).await
+        }
+        Ok(Verdict::Passthrough { .. }) => splice_to_dialed(shared, routed, client, None).await,
+        Err(refused) => Err((Some(routed.label()), opening_refusal(refused))),
+    }
+}
+
+/// The refusal of an opening, as the proxy counts it.
+pub(super) fn opening_refusal(refused: OpeningRefused) -> Refused {
+    let reason = match refused.kind {
+        RefusedKind::ClientOpening => Refusal::ClientOpening,
+        RefusedKind::Ambiguous => Refusal::Ambiguous,
+    };
+    Refused::new(reason, refused.message)
+}
+
 /// Splices an already-judged client (its opening held for replay) to the dialed
 /// address as it is; counted for `backend`, or as a passthrough if `None`.
 pub(super) async fn splice_to_dialed<S>(
@@ -143,13 +221,7 @@ fn finish(
         return Ok(());
     };
     match (sniff::refusal(&error), HandshakeFailure::classify(&error)) {
-        (Some(refused), _) => Err(Refused::new(
-            match refused.kind {
-                RefusedKind::ClientOpening => Refusal::ClientOpening,
-                RefusedKind::Ambiguous => Refusal::Ambiguous,
-            },
-            refused.to_string(),
-        )),
+        (Some(refused), _) => Err(opening_refusal(refused.clone())),
         (None, HandshakeFailure::RejectedByServer) => Err(Refused::new(
             Refusal::Handshake(HandshakeFailure::RejectedByServer),
             format!("the server rejected the handshake (client certificate?): {error}"),

@@ -151,8 +151,8 @@ fn plaintext_bytes_to_an_address_whose_backends_disagree_on_tls_are_refused_as_a
         HttpBackend::other(TLS_PORT, "TCP", None),
     ]);
     let mut t = HttpBed::new(&yaml, &[]);
-    // A server that would answer any bytes that reached it.
-    let _server = t.bed.serve(&format!("[::]:{TLS_PORT}"));
+    // Nothing listens on that port: the opening is judged before anything is dialed, so
+    // the refusal is `ambiguous` whether or not the upstream is up.
     let reply = t.bed.connect(&format!("{API_HOST}:{TLS_PORT}"), &["-4"]);
     assert!(
         !reply.ok() || reply.reply().is_empty(),
@@ -183,4 +183,25 @@ fn plaintext_bytes_to_an_address_shared_by_backends_without_tls_pass_unchanged()
     for target in ["echo.redirector.test:8080", "other.redirector.test:8080"] {
         assert!(t.bed.via_proxy(target), "{target} goes through the proxy");
     }
+}
+
+#[test]
+fn client_tls_on_an_address_whose_backends_disagree_on_tls_is_judged_by_its_sni() {
+    let ca = Ca::new("test CA");
+    let yaml = yaml_of(&[
+        HttpBackend::api(TLS_PORT, "TCP", Some(&ca)),
+        HttpBackend::other(TLS_PORT, "TCP", None),
+    ]);
+    let t = HttpBed::new(&yaml, &[]);
+    let nginx = two_sites(&t, &ca);
+    // The SNI of the Backend without TLS origination: its bytes, forwarded unchanged.
+    https(&t, &ca, OTHER_HOST, &[]).assert_status(200);
+    // The SNI of the TLS-originating Backend: refused (the proxy does that TLS).
+    let refused = https(&t, &ca, API_HOST, &[]);
+    assert_eq!(refused.code(), 0, "{refused:?}");
+    let requests = nginx.wait_for_requests(1);
+    assert_eq!(requests.len(), 1, "{requests:?}");
+    assert_eq!(field(&requests[0], "sni"), OTHER_HOST);
+    assert_from_node(&requests);
+    t.assert_sample(REFUSED, &[("reason", "client_opening")], 1.0);
 }
