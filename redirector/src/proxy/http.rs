@@ -42,7 +42,8 @@ use crate::tls::sniff::{FirstBytesGuard, Opening};
 /// Largest request head (request line and headers) accepted; beyond it the client gets
 /// 431. Generous next to what browsers and SDKs send (a few KiB).
 pub const MAX_HEAD_BYTES: usize = 64 * 1024;
-/// How long a client may take to send a request's head.
+/// How long a client may take to send a request's head. hyper runs this timer while an
+/// HTTP/1 connection waits for its next request too, so idle ones close after it.
 const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// HTTP settings from the command line.
