@@ -11,7 +11,7 @@ use tokio::net::{TcpSocket, TcpStream};
 use super::{Refusal, Shared, http, tcp};
 use crate::{
     datapath::{AgentSockets, endpoint},
-    table::{BackendId, Candidates, LookupError},
+    table::{BackendId, Candidates},
 };
 
 /// How often, and how long apart, the record is looked for. The datapath writes it
@@ -115,9 +115,7 @@ async fn route(shared: &Shared, peer: SocketAddr) -> Result<Routed, Refused> {
     let candidates = shared
         .table()
         .lookup(BackendId(record.backend_id))
-        .map_err(|error| match error {
-            LookupError::Unknown(_) => Refused::new(Refusal::UnknownBackend, error.to_string()),
-        })?;
+        .map_err(|error| Refused::new(Refusal::UnknownBackend, error.to_string()))?;
     Ok(Routed {
         candidates,
         original,

@@ -136,7 +136,6 @@ pub fn client_connection_failed(
     match kind {
         Some(kind) => {
             shared.stats.http.error(backend, kind);
-            shared.stats.http.answered(backend, kind.status());
             if let Some(suppressed) = shared.log_limit.allow(kind.as_str()) {
                 tracing::warn!(
                     backend,

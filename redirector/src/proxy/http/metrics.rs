@@ -108,20 +108,17 @@ impl HttpStats {
         })
     }
 
+    /// A request the proxy answered itself (or hyper did: 400, 431), by reason.
     pub fn error(&self, backend: &str, kind: HttpError) {
         let labels = BackendReason {
             backend: backend.to_owned(),
             reason: kind.as_str(),
         };
         self.errors.get_or_create(&labels).inc();
-    }
-
-    /// A request the proxy answered itself, by status class (the per-Backend handles
-    /// count the rest).
-    pub fn answered(&self, backend: &str, status: StatusCode) {
+        // Its status too (the per-Backend handles count the upstreams' answers).
         let labels = BackendClass {
             backend: backend.to_owned(),
-            class: class(status),
+            class: class(kind.status()),
         };
         self.requests.get_or_create(&labels).inc();
     }

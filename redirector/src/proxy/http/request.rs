@@ -169,7 +169,6 @@ impl Context {
         let shared = &self.shared;
         let response = error.response();
         shared.stats.http.error(backend, error.kind);
-        shared.stats.http.answered(backend, response.status());
         if let Some(suppressed) = shared.log_limit.allow(error.kind.as_str()) {
             tracing::warn!(
                 peer = %self.routed.peer, backend, original = %self.routed.original,

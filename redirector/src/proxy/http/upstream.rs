@@ -25,6 +25,7 @@ use tokio::{
     net::TcpStream,
 };
 use tokio_rustls::client::TlsStream;
+use tokio_util::either::Either;
 
 use super::{error::HttpError, metrics::BackendHttp};
 use crate::{
@@ -92,7 +93,7 @@ impl Dialer {
                 detail: format!("cannot connect to {}: {error}", self.to),
             })?;
         let upstream = match &self.tls {
-            None => Upstream::Plain(tcp),
+            None => Upstream(Either::Left(tcp)),
             Some(tls) => {
                 let config = config.unwrap_or_else(|| tls.config.clone());
                 let stream = tcp::handshake_with(tls, config, tcp, self.connect_timeout)
@@ -101,7 +102,7 @@ impl Dialer {
                         kind: HttpError::UpstreamHandshake,
                         detail: format!("{}: {}", self.to, refused.detail),
                     })?;
-                Upstream::Tls(Box::new(stream))
+                Upstream(Either::Right(Box::new(stream)))
             }
         };
         self.stats.connected(&self.metrics.name, started.elapsed());
@@ -127,17 +128,14 @@ impl tower_service::Service<Uri> for Dialer {
     }
 }
 
-/// An upstream connection, plain or TLS.
-pub enum Upstream {
-    Plain(TcpStream),
-    Tls(Box<TlsStream<TcpStream>>),
-}
+/// An upstream connection, plain or TLS; what hyper's client is told about it.
+pub struct Upstream(Either<TcpStream, Box<TlsStream<TcpStream>>>);
 
 impl Connection for Upstream {
     fn connected(&self) -> Connected {
         let connected = Connected::new().extra(UpstreamConnection::default());
-        match self {
-            Upstream::Tls(tls) if tls.get_ref().1.alpn_protocol() == Some(H2) => {
+        match &self.0 {
+            Either::Right(tls) if tls.get_ref().1.alpn_protocol() == Some(H2) => {
                 connected.negotiated_h2()
             }
             _ => connected,
@@ -147,58 +145,40 @@ impl Connection for Upstream {
 
 impl AsyncRead for Upstream {
     fn poll_read(
-        self: Pin<&mut Self>,
+        mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Upstream::Plain(s) => Pin::new(s).poll_read(cx, buf),
-            Upstream::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
-        }
+        Pin::new(&mut self.0).poll_read(cx, buf)
     }
 }
 
 impl AsyncWrite for Upstream {
     fn poll_write(
-        self: Pin<&mut Self>,
+        mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        match self.get_mut() {
-            Upstream::Plain(s) => Pin::new(s).poll_write(cx, buf),
-            Upstream::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
-        }
+        Pin::new(&mut self.0).poll_write(cx, buf)
     }
 
     fn poll_write_vectored(
-        self: Pin<&mut Self>,
+        mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        match self.get_mut() {
-            Upstream::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
-            Upstream::Tls(s) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
-        }
+        Pin::new(&mut self.0).poll_write_vectored(cx, bufs)
     }
 
     fn is_write_vectored(&self) -> bool {
-        match self {
-            Upstream::Plain(s) => s.is_write_vectored(),
-            Upstream::Tls(s) => s.is_write_vectored(),
-        }
+        self.0.is_write_vectored()
     }
 
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Upstream::Plain(s) => Pin::new(s).poll_flush(cx),
-            Upstream::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
-        }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.0).poll_flush(cx)
     }
 
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Upstream::Plain(s) => Pin::new(s).poll_shutdown(cx),
-            Upstream::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
-        }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.0).poll_shutdown(cx)
     }
 }
