@@ -82,6 +82,15 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         }
     };
 
+    // Before the datapath is attached: a bad --access-log path must stop us while no
+    // connect is redirected yet.
+    let http = proxy::HttpProxy::new(
+        proxy::HttpSettings {
+            pool_idle_timeout: args.http.http_pool_idle_timeout,
+            response_timeout: args.http.http_response_timeout,
+        },
+        args.http.access_log.as_deref(),
+    )?;
     let listeners = proxy::bind(&args.proxy_addrs)?;
     let layout = PinLayout::new(&args.bpffs.bpffs);
     let sizes = MapSizes {
@@ -102,13 +111,6 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         .filter(|(_, a)| *a == Attachment::Adopted)
         .count();
 
-    let http = proxy::HttpProxy::new(
-        proxy::HttpSettings {
-            pool_idle_timeout: args.http.http_pool_idle_timeout,
-            response_timeout: args.http.http_response_timeout,
-        },
-        args.http.access_log.as_deref(),
-    )?;
     let shared = Arc::new(Shared {
         pending,
         agent_sockets: Arc::new(agent_sockets),
