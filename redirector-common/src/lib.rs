@@ -23,6 +23,21 @@ pub mod map_names {
     pub const AGENT_SOCKETS: &str = "AGENT_SOCKETS";
     /// Single [`ProxyConfig`](super::ProxyConfig) at index 0.
     pub const CONFIG: &str = "CONFIG";
+    /// Single [`DnsConfig`](super::DnsConfig) at index 0: where captured DNS goes and
+    /// which addresses are virtual.
+    pub const DNS_CONFIG: &str = "DNS_CONFIG";
+    /// Single `u64` at index 0: the agent's heartbeat (`CLOCK_BOOTTIME` nanoseconds).
+    /// DNS is captured only while it is fresh, so pods resolve without a live agent.
+    pub const HEARTBEAT: &str = "HEARTBEAT";
+    /// Socket cookie -> [`DnsRecord`](super::DnsRecord) of a socket whose DNS traffic
+    /// was sent to the agent (`recvmsg` and `getpeername` restore the nameserver).
+    pub const DNS_SOCKETS: &str = "DNS_SOCKETS";
+    /// Client's local [`Endpoint`](super::Endpoint) -> [`DnsRecord`](super::DnsRecord),
+    /// written per packet by the egress program; the agent's DNS listener reads it.
+    pub const DNS_PENDING: &str = "DNS_PENDING";
+    /// Hostname hash (`u64`) -> virtual address offset (`u32`): written and read only by
+    /// the agent, pinned so a hostname keeps its virtual addresses across restarts.
+    pub const VIRTUAL_HOSTS: &str = "VIRTUAL_HOSTS";
 }
 
 /// Names of the programs (the Rust function names in `redirector-ebpf`).
@@ -32,7 +47,20 @@ pub mod program_names {
     pub const SOCK_OPS: &str = "sock_ops";
     pub const GETPEERNAME4: &str = "getpeername4";
     pub const GETPEERNAME6: &str = "getpeername6";
+    pub const SENDMSG4: &str = "sendmsg4";
+    pub const SENDMSG6: &str = "sendmsg6";
+    pub const RECVMSG4: &str = "recvmsg4";
+    pub const RECVMSG6: &str = "recvmsg6";
+    pub const DNS_EGRESS: &str = "dns_egress";
 }
+
+/// The DNS port: UDP and TCP connects and datagrams to it are captured.
+pub const DNS_PORT: u16 = 53;
+
+/// `Redirect::backend_id` (and `BACKENDS` value) with this bit set names a virtual
+/// host's passthrough: a port of a virtual address that no Backend declares. The
+/// connection goes to the hostname's real address, bytes unchanged.
+pub const PASSTHROUGH_BIT: u64 = 1 << 63;
 
 /// An IP address and TCP port.
 ///
@@ -123,6 +151,59 @@ pub struct Redirect {
     pub _pad: [u8; 4],
 }
 
+/// What the capture hooks recorded about a socket whose DNS traffic goes to the agent.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct DnsRecord {
+    /// The caller's scope (as for connects): which Backend names it may see.
+    pub scope: u64,
+    /// The nameserver the application addressed.
+    pub nameserver: Endpoint,
+    pub _pad: [u8; 4],
+}
+
+/// DNS capture settings, written by the agent.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct DnsConfig {
+    /// cgroup id of the agent's own cgroup: its processes (the agent's resolver and
+    /// forwarders) are never captured.
+    pub agent_cgroup: u64,
+    /// How old the heartbeat may be for capture to stay on, in nanoseconds.
+    pub liveness_ns: u64,
+    /// The agent's DNS listener, IPv4 (mapped form).
+    pub v4: Endpoint,
+    /// The agent's DNS listener, IPv6.
+    pub v6: Endpoint,
+    /// [`DnsConfig::HAS_V4`] | [`DnsConfig::HAS_V6`] | [`DnsConfig::CAPTURE`].
+    pub flags: u32,
+    /// Virtual IPv4 range: prefix and mask, network order.
+    pub virtual_v4: u32,
+    pub virtual_v4_mask: u32,
+    /// Virtual IPv6 range: the first 96 bits, as three words of `Endpoint::addr`.
+    pub virtual_v6: [u32; 3],
+}
+
+impl DnsConfig {
+    pub const HAS_V4: u32 = 1;
+    pub const HAS_V6: u32 = 2;
+    /// Capture DNS (else only the virtual ranges are guarded).
+    pub const CAPTURE: u32 = 4;
+
+    /// Whether `at` is a virtual address (IPv4 in mapped form).
+    #[inline(always)]
+    pub fn is_virtual(&self, at: &Endpoint) -> bool {
+        if at.is_v4_mapped() {
+            self.virtual_v4_mask != 0 && at.addr[3] & self.virtual_v4_mask == self.virtual_v4
+        } else {
+            self.virtual_v6 != [0; 3]
+                && at.addr[0] == self.virtual_v6[0]
+                && at.addr[1] == self.virtual_v6[1]
+                && at.addr[2] == self.virtual_v6[2]
+        }
+    }
+}
+
 /// Where redirected connects go. A family whose flag is unset is not redirected.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -144,12 +225,14 @@ impl ProxyConfig {
 
 #[cfg(feature = "user")]
 mod user {
-    // SAFETY: all four are #[repr(C)], made only of integers with explicit padding
+    // SAFETY: all six are #[repr(C)], made only of integers with explicit padding
     // fields, so every bit pattern is valid and there are no implicit padding bytes.
     unsafe impl aya::Pod for super::Endpoint {}
     unsafe impl aya::Pod for super::BackendKey {}
     unsafe impl aya::Pod for super::Redirect {}
     unsafe impl aya::Pod for super::ProxyConfig {}
+    unsafe impl aya::Pod for super::DnsRecord {}
+    unsafe impl aya::Pod for super::DnsConfig {}
 }
 
 #[cfg(test)]
@@ -162,6 +245,8 @@ mod tests {
         assert_eq!(core::mem::size_of::<BackendKey>(), 32);
         assert_eq!(core::mem::size_of::<Redirect>(), 32);
         assert_eq!(core::mem::size_of::<ProxyConfig>(), 44);
+        assert_eq!(core::mem::size_of::<DnsRecord>(), 32);
+        assert_eq!(core::mem::size_of::<DnsConfig>(), 80);
     }
 
     #[test]

@@ -16,6 +16,12 @@
 //! The agent's own upstream sockets are listed in `AGENT_SOCKETS` (by cookie) before they
 //! connect, and are never redirected.
 //!
+//! DNS capture (`dns.rs`) sends queries to port 53 to the agent, which answers Backend
+//! names with virtual addresses. A connect to a virtual address is matched like any
+//! Backend address: (address, port) names the Backend; (address, port 0) the hostname's
+//! passthrough for undeclared ports. A virtual address with neither is refused: it
+//! leads nowhere real.
+//!
 //! Helpers are `#[inline(always)]`: with `family` a constant at each call site, every
 //! context access gets a fixed offset, which the verifier requires.
 #![no_std]
@@ -23,6 +29,7 @@
 // Map calls take `&key` on purpose: aya-ebpf 0.2 accepts `impl Borrow<K>`, 0.3 wants `&K`.
 #![allow(clippy::needless_borrows_for_generic_args)]
 
+mod dns;
 mod sockaddr;
 
 use core::ptr::{addr_of, read_volatile};
@@ -34,9 +41,9 @@ use aya_ebpf::{
         BPF_SOCK_OPS_TCP_CONNECT_CB,
     },
     helpers::{bpf_get_current_ancestor_cgroup_id, bpf_get_socket_cookie},
-    macros::{cgroup_sock_addr, map, sock_ops},
+    macros::{cgroup_skb, cgroup_sock_addr, map, sock_ops},
     maps::{Array, HashMap, LruHashMap},
-    programs::{SockAddrContext, SockOpsContext},
+    programs::{SkBuffContext, SockAddrContext, SockOpsContext},
 };
 use redirector_common::{
     BackendKey, CLUSTER_SCOPE, Endpoint, MAX_CGROUP_DEPTH, POD_TREE, ProxyConfig, Redirect,
@@ -48,6 +55,7 @@ const ALLOW: i32 = 1;
 const DENY: i32 = 0;
 const AF_INET: u32 = 2;
 const IPPROTO_TCP: u32 = 6;
+const IPPROTO_UDP: u32 = 17;
 /// `TCP_CLOSE` of the kernel's TCP state enum.
 const TCP_CLOSE: u32 = 7;
 
@@ -77,6 +85,29 @@ pub fn connect6(ctx: SockAddrContext) -> i32 {
     redirect_connect(&ctx, sockaddr::Family::V6)
 }
 
+#[cgroup_sock_addr(sendmsg4)]
+pub fn sendmsg4(ctx: SockAddrContext) -> i32 {
+    redirect_datagram(&ctx, sockaddr::Family::V4)
+}
+
+#[cgroup_sock_addr(sendmsg6)]
+pub fn sendmsg6(ctx: SockAddrContext) -> i32 {
+    redirect_datagram(&ctx, sockaddr::Family::V6)
+}
+
+#[cgroup_sock_addr(recvmsg4)]
+pub fn recvmsg4(ctx: SockAddrContext) -> i32 {
+    dns::restore_source(&ctx, sockaddr::Family::V4);
+    // recvmsg programs must allow.
+    ALLOW
+}
+
+#[cgroup_sock_addr(recvmsg6)]
+pub fn recvmsg6(ctx: SockAddrContext) -> i32 {
+    dns::restore_source(&ctx, sockaddr::Family::V6);
+    ALLOW
+}
+
 #[cgroup_sock_addr(getpeername4)]
 pub fn getpeername4(ctx: SockAddrContext) -> i32 {
     restore_original(&ctx, sockaddr::Family::V4);
@@ -89,10 +120,33 @@ pub fn getpeername6(ctx: SockAddrContext) -> i32 {
     ALLOW
 }
 
+#[cgroup_skb(egress)]
+pub fn dns_egress(ctx: SkBuffContext) -> i32 {
+    // Bookkeeping only: the packet always passes.
+    let _ = dns::note_egress(&ctx);
+    1
+}
+
 #[sock_ops]
 pub fn sock_ops(ctx: SockOpsContext) -> u32 {
     track_socket(&ctx);
     1
+}
+
+/// An unconnected datagram: DNS is captured; anything to a virtual address is refused
+/// (only TCP is proxied, and the address leads nowhere real).
+#[inline(always)]
+fn redirect_datagram(ctx: &SockAddrContext, family: sockaddr::Family) -> i32 {
+    let protocol = sockaddr::protocol(ctx);
+    let original = sockaddr::destination(ctx, family);
+    if dns::is_dns(protocol, &original) {
+        let config = CONFIG.get(0).copied();
+        return dns::capture(ctx, family, original, config.as_ref(), caller_scope);
+    }
+    match dns::config() {
+        Some(dns) if dns.is_virtual(&original) => DENY,
+        _ => ALLOW,
+    }
 }
 
 #[inline(always)]
@@ -113,14 +167,44 @@ fn redirect_connect(ctx: &SockAddrContext, family: sockaddr::Family) -> i32 {
 
 #[inline(always)]
 fn try_redirect_connect(ctx: &SockAddrContext, family: sockaddr::Family) -> Result<i32, ()> {
-    if sockaddr::protocol(ctx) != IPPROTO_TCP {
-        return Ok(ALLOW);
-    }
+    let protocol = sockaddr::protocol(ctx);
     let original = sockaddr::destination(ctx, family);
-    let Some(config) = CONFIG.get(0).copied() else {
+    let config = CONFIG.get(0).copied();
+    if dns::is_dns(protocol, &original) {
+        return Ok(dns::capture(
+            ctx,
+            family,
+            original,
+            config.as_ref(),
+            caller_scope,
+        ));
+    }
+    if protocol != IPPROTO_TCP {
+        return Ok(match dns::config() {
+            Some(dns) if protocol == IPPROTO_UDP && dns.is_virtual(&original) => DENY,
+            _ => ALLOW,
+        });
+    }
+    let Some(config) = config else {
         return Ok(ALLOW);
     };
-    let matched = backend_for(&config, original);
+    let mut matched = backend_for(&config, original);
+    if let Match::None = matched
+        && let Some(dns) = dns::config()
+        && dns.is_virtual(&original)
+    {
+        // A port no Backend declares: the hostname's passthrough, or nothing at all.
+        matched = backend_for(
+            &config,
+            Endpoint {
+                port: 0,
+                ..original
+            },
+        );
+        if let Match::None = matched {
+            return Ok(DENY);
+        }
+    }
     if let Match::None = matched {
         return Ok(ALLOW);
     }
@@ -227,6 +311,8 @@ fn restore_original(ctx: &SockAddrContext, family: sockaddr::Family) {
     // SAFETY: the record is copied out by value.
     if let Some(record) = unsafe { SOCKETS.get(&cookie) }.copied() {
         sockaddr::set_destination(ctx, family, &record.original);
+    } else {
+        dns::restore_source(ctx, family);
     }
 }
 

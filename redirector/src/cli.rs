@@ -171,6 +171,44 @@ pub struct DnsArgs {
     /// still hold the old answer.
     #[arg(long, value_parser = parse_duration, default_value = "60s")]
     pub dns_grace: Duration,
+
+    #[command(flatten)]
+    pub capture: CaptureArgs,
+}
+
+/// DNS capture: pods' queries for Backend names are answered by the agent.
+#[derive(Debug, Clone, Args)]
+pub struct CaptureArgs {
+    /// Do not capture pods' DNS. Queries then go to their nameservers, and a connect is
+    /// recognised by address alone: when the pod's nameserver answers a Backend name
+    /// with an address the agent's resolver did not see (CDN rotation, geo DNS, TTL
+    /// races), the connect goes direct, and for a TLS Backend its plaintext leaves the
+    /// node. With capture on (the default), UDP and TCP queries to port 53 of any
+    /// nameserver reach the agent: Backend names get virtual addresses that name their
+    /// Backend exactly; everything else is forwarded to the nameserver asked, unchanged.
+    #[arg(long)]
+    pub no_dns_capture: bool,
+
+    /// Port of the agent's DNS listener, on each --proxy-addr address (UDP and TCP).
+    #[arg(long, value_name = "PORT", default_value_t = 15053)]
+    pub dns_port: u16,
+
+    /// TTL of the agent's answers for Backend names. Short, so pods pick up a deleted
+    /// Backend soon; its virtual addresses keep working for this plus --dns-grace.
+    #[arg(long, value_parser = parse_duration, default_value = "5s")]
+    pub dns_answer_ttl: Duration,
+
+    /// Virtual IPv4 addresses for Backend hostnames: a range inside 240.0.0.0/4, which
+    /// is reserved (RFC 1112) and never assigned to a real network, so a virtual address
+    /// can never be somebody's real one. Prefix length 8..=24.
+    #[arg(long, value_name = "CIDR", default_value = "240.0.0.0/16")]
+    pub virtual_ipv4_range: crate::virtual_hosts::Ipv4Range,
+
+    /// Virtual IPv6 addresses for Backend hostnames: a /96 of a unique local address
+    /// prefix (RFC 4193, fd00::/8; the default's global ID spells "redir"), never
+    /// routed on the Internet. The same offset is used as in the IPv4 range.
+    #[arg(long, value_name = "CIDR", default_value = "fd72:6564:6972::/96")]
+    pub virtual_ipv6_range: crate::virtual_hosts::Ipv6Range,
 }
 
 #[derive(Debug, Args)]

@@ -5,6 +5,7 @@
 //! redirecting to the proxy address) while no agent runs, and a new agent reuses the
 //! pinned maps and links as they are and then brings the Backend map up to date by diff.
 
+mod dns;
 pub mod endpoint;
 mod maps;
 mod pins;
@@ -15,28 +16,34 @@ use aya::{
     Ebpf, EbpfLoader,
     maps::{Array, MapData},
     programs::{
-        CgroupAttachMode, CgroupSockAddr, SockOps,
+        CgroupAttachMode, CgroupSkb, CgroupSkbAttachType, CgroupSockAddr, SockOps,
         links::{FdLink, PinnedLink},
     },
 };
+pub use dns::{DnsMaps, DnsPending, Heartbeat, VirtualHostPins};
 pub use maps::{AgentSockets, BackendMap, PendingRecords, ScopeMap, SyncStats};
 pub use pins::PinLayout;
-use redirector_common::{ProxyConfig, map_names, program_names};
+use redirector_common::{DnsConfig, ProxyConfig, map_names, program_names};
 
 /// The eBPF object built by `cargo xtask build-ebpf`, embedded at build time.
 static OBJECT: &[u8] = aya::include_bytes_aligned!(env!("REDIRECTOR_BPF_OBJECT"));
 
-/// The programs, in the order they are attached: the trackers before the connect hooks,
-/// so no socket is redirected before its record can be followed and cleaned up.
-const PROGRAMS: [&str; 5] = [
+/// The programs, in the order they are attached: the trackers before the hooks that
+/// redirect, so no socket is redirected before its record can be followed and restored.
+const PROGRAMS: [&str; 10] = [
     program_names::SOCK_OPS,
     program_names::GETPEERNAME4,
     program_names::GETPEERNAME6,
+    program_names::DNS_EGRESS,
+    program_names::RECVMSG4,
+    program_names::RECVMSG6,
     program_names::CONNECT4,
     program_names::CONNECT6,
+    program_names::SENDMSG4,
+    program_names::SENDMSG6,
 ];
 
-const MAPS: [&str; 7] = [
+const MAPS: [&str; 12] = [
     map_names::BACKENDS,
     map_names::ENDPOINTS,
     map_names::SCOPES,
@@ -44,6 +51,11 @@ const MAPS: [&str; 7] = [
     map_names::PENDING,
     map_names::AGENT_SOCKETS,
     map_names::CONFIG,
+    map_names::DNS_CONFIG,
+    map_names::HEARTBEAT,
+    map_names::DNS_SOCKETS,
+    map_names::DNS_PENDING,
+    map_names::VIRTUAL_HOSTS,
 ];
 
 #[derive(Debug, thiserror::Error)]
@@ -145,6 +157,7 @@ pub struct Datapath {
     pub scopes: ScopeMap,
     pub pending: PendingRecords,
     pub agent_sockets: AgentSockets,
+    pub dns: DnsMaps,
     pub attachments: Vec<(&'static str, Attachment)>,
 }
 
@@ -155,6 +168,7 @@ impl Datapath {
         cgroup: &std::path::Path,
         sizes: MapSizes,
         proxy: &ProxyConfig,
+        dns: &DnsConfig,
     ) -> Result<Datapath, DatapathError> {
         layout.prepare()?;
         let mut loader = EbpfLoader::new();
@@ -168,13 +182,21 @@ impl Datapath {
             .map_max_entries(map_names::SCOPES, sizes.scoped_cgroups)
             .map_max_entries(map_names::SOCKETS, sizes.connections)
             .map_max_entries(map_names::PENDING, sizes.connections)
-            .map_max_entries(map_names::AGENT_SOCKETS, sizes.connections);
+            .map_max_entries(map_names::AGENT_SOCKETS, sizes.connections)
+            .map_max_entries(map_names::DNS_SOCKETS, sizes.connections)
+            .map_max_entries(map_names::DNS_PENDING, sizes.connections)
+            .map_max_entries(map_names::VIRTUAL_HOSTS, sizes.backend_addresses);
         let mut ebpf = loader.load(OBJECT)?;
         warn_on_resized_pins(&ebpf, sizes);
 
         let mut config: Array<MapData, ProxyConfig> = take_map(&mut ebpf, map_names::CONFIG)?;
         maps::write_config(&mut config, proxy).map_err(|source| DatapathError::Map {
             name: map_names::CONFIG,
+            source,
+        })?;
+        let mut dns_config: Array<MapData, DnsConfig> = take_map(&mut ebpf, map_names::DNS_CONFIG)?;
+        dns::write_config(&mut dns_config, dns).map_err(|source| DatapathError::Map {
+            name: map_names::DNS_CONFIG,
             source,
         })?;
 
@@ -212,6 +234,11 @@ impl Datapath {
             scopes: ScopeMap::new(take_map(&mut ebpf, map_names::SCOPES)?),
             pending: PendingRecords::new(take_map(&mut ebpf, map_names::PENDING)?),
             agent_sockets: AgentSockets::new(take_map(&mut ebpf, map_names::AGENT_SOCKETS)?),
+            dns: DnsMaps {
+                heartbeat: Heartbeat::new(take_map(&mut ebpf, map_names::HEARTBEAT)?),
+                pending: DnsPending::new(take_map(&mut ebpf, map_names::DNS_PENDING)?),
+                virtual_hosts: VirtualHostPins::new(take_map(&mut ebpf, map_names::VIRTUAL_HOSTS)?),
+            },
             attachments,
         })
     }
@@ -227,6 +254,11 @@ fn attach(ebpf: &mut Ebpf, name: &'static str, cgroup: &fs::File) -> Result<FdLi
             let program: &mut SockOps = program.try_into()?;
             program.load()?;
             let id = program.attach(cgroup, mode)?;
+            Ok(FdLink::try_from(program.take_link(id)?)?)
+        } else if name == program_names::DNS_EGRESS {
+            let program: &mut CgroupSkb = program.try_into()?;
+            program.load()?;
+            let id = program.attach(cgroup, CgroupSkbAttachType::Egress, mode)?;
             Ok(FdLink::try_from(program.take_link(id)?)?)
         } else {
             let program: &mut CgroupSockAddr = program.try_into()?;

@@ -12,6 +12,8 @@
 //! - `datapath/`         the eBPF side: load, attach, pin, adopt, sync maps
 //! - `proxy/`            accept (`proxy.rs`), match (`connection.rs`), forward (`tcp.rs`, `http/`)
 //! - `tls/`              TLS origination per Backend, ClientHello sniffing
+//! - `nameserver/`       captured DNS: Backend names answered with virtual addresses
+//! - `virtual_hosts.rs`  one virtual IPv4 and IPv6 address per Backend hostname
 //! - `admin.rs`          /healthz, /readyz, /metrics
 
 mod admin;
@@ -22,6 +24,7 @@ mod crd;
 mod datapath;
 mod file_stamp;
 mod kubernetes;
+mod nameserver;
 mod proxy;
 mod reconcile;
 mod resolver;
@@ -30,6 +33,7 @@ mod scopes;
 mod status;
 mod table;
 mod tls;
+mod virtual_hosts;
 mod watch;
 
 use std::process::ExitCode;

@@ -23,6 +23,7 @@ use std::{
 use tokio::net::{TcpListener, TcpSocket};
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
+pub use connection::connect_upstream;
 pub use http::{HttpProxy, HttpSettings};
 pub use stats::{Refusal, Stats};
 

@@ -33,6 +33,7 @@ use crate::{
     status::StatusBoard,
     table::{BackendTable, Entry, Scoping},
     tls::{TlsConfigError, TlsInputs, TlsOrigination},
+    virtual_hosts::VirtualHosts,
 };
 
 /// At most this many hostnames are resolved at once.
@@ -87,6 +88,8 @@ pub struct Reconciler {
     scoping: Scoping,
     /// XBackend status for the Kubernetes status writer (`--kubernetes` only).
     object_statuses: Option<tokio::sync::watch::Sender<Vec<ObjectStatus>>>,
+    /// Virtual addresses of Backend hostnames (DNS capture on).
+    virtuals: Option<VirtualHosts>,
 }
 
 impl Reconciler {
@@ -111,7 +114,14 @@ impl Reconciler {
             board,
             scoping,
             object_statuses: None,
+            virtuals: None,
         }
+    }
+
+    /// Also give every Backend hostname virtual addresses (DNS capture).
+    pub fn with_virtual_hosts(mut self, virtuals: VirtualHosts) -> Self {
+        self.virtuals = Some(virtuals);
+        self
     }
 
     /// Also publish every XBackend's status (validation and references) on `sender`,
@@ -271,6 +281,17 @@ impl Reconciler {
 
     /// Swaps in a new table and syncs the datapath map to it.
     fn publish(&mut self) -> anyhow::Result<SyncStats> {
+        if let Some(virtuals) = &mut self.virtuals {
+            let mut hostnames: BTreeMap<String, (BTreeSet<u64>, Vec<std::net::IpAddr>)> =
+                BTreeMap::new();
+            for backend in self.backends.values() {
+                let (scopes, _) = hostnames
+                    .entry(backend.hostname.clone())
+                    .or_insert_with(|| (BTreeSet::new(), self.dns.addresses(&backend.hostname)));
+                scopes.insert(self.scoping.scope_of(&backend.key.namespace));
+            }
+            virtuals.track(hostnames);
+        }
         let entries = self.backends.values().map(|backend| {
             let addresses = self.dns.addresses(&backend.hostname);
             let origination = match self.originations.get(&backend.key) {
@@ -283,7 +304,11 @@ impl Reconciler {
                 origination,
             }
         });
-        let table = Arc::new(BackendTable::new(entries, self.scoping));
+        let table = Arc::new(BackendTable::new(
+            entries,
+            self.scoping,
+            self.virtuals.as_ref(),
+        ));
         // Table first: a connect redirected by a new map entry must find its Backend.
         self.shared.publish(table.clone());
         let stats = self.map.sync(table.endpoints())?;
@@ -326,10 +351,10 @@ impl Reconciler {
         loop {
             // Also wake at least every --dns-min-ttl to notice a changed /etc/hosts.
             let hosts_check = Instant::now() + self.dns.min_ttl();
-            let wakeup = self
-                .dns
-                .next_wakeup()
-                .map_or(hosts_check, |at| at.min(hosts_check));
+            let retire = self.virtuals.as_ref().and_then(VirtualHosts::next_expiry);
+            let wakeup = (self.dns.next_wakeup().into_iter())
+                .chain(retire)
+                .fold(hosts_check, Instant::min);
             tokio::select! {
                 () = shutdown.cancelled() => return,
                 catalog = catalogs.recv() => {
@@ -340,7 +365,10 @@ impl Reconciler {
                 }
                 () = tokio::time::sleep_until(wakeup) => {
                     let resolved = self.resolve_due().await;
-                    let expired = self.dns.expire(Instant::now());
+                    let mut expired = self.dns.expire(Instant::now());
+                    if let Some(virtuals) = &mut self.virtuals {
+                        expired |= virtuals.expire(Instant::now());
+                    }
                     if (resolved || expired)
                         && let Err(error) = self.publish()
                     {

@@ -11,7 +11,7 @@ use std::{
 };
 
 use anyhow::{Context, bail};
-use redirector_common::ProxyConfig;
+use redirector_common::{DnsConfig, ProxyConfig};
 use tokio_util::sync::CancellationToken;
 
 use prometheus_client::registry::Registry;
@@ -20,18 +20,20 @@ use tokio::{sync::mpsc, task::JoinHandle};
 use crate::{
     admin::{self, Admin, Readiness},
     backend::Catalog,
-    cli::{BackendScope, RunArgs},
-    datapath::{self, Attachment, Datapath, MapSizes, PinLayout, endpoint},
+    cli::{BackendScope, CaptureArgs, RunArgs},
+    datapath::{self, Attachment, Datapath, Heartbeat, MapSizes, PinLayout, endpoint},
     kubernetes::{
         KubeSource,
         status::{ObjectStatus, StatusWriter},
     },
+    nameserver::{self, DnsMetrics},
     proxy::{self, ConnectionLimits, Shared, Stats},
     reconcile::{DnsSettings, ReconcileMetrics, Reconciler},
     resolver::Resolver,
     scopes::{Pods, ScopeSync},
     status::StatusBoard,
     table::{BackendTable, Scoping},
+    virtual_hosts::{VirtualHosts, VirtualRanges},
     watch,
 };
 
@@ -59,9 +61,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let stats = Arc::new(Stats::default());
     let board = Arc::new(StatusBoard::default());
     let reconcile_metrics = Arc::new(ReconcileMetrics::default());
+    let dns_metrics = Arc::new(DnsMetrics::default());
     let mut registry = Registry::default();
     stats.register(&mut registry);
     reconcile_metrics.register(&mut registry);
+    dns_metrics.register(&mut registry);
     let admin = Admin {
         registry,
         readiness: readiness.clone(),
@@ -92,6 +96,15 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         args.http.access_log.as_deref(),
     )?;
     let listeners = proxy::bind(&args.proxy_addrs)?;
+    let capture = &args.dns.capture;
+    let dns_addrs: Vec<SocketAddr> = (args.proxy_addrs.iter())
+        .map(|addr| SocketAddr::new(addr.ip(), capture.dns_port))
+        .collect();
+    let dns_listeners = match capture.no_dns_capture {
+        true => None,
+        false => Some(nameserver::bind(&dns_addrs)?),
+    };
+    let dns_config = dns_config(capture, &dns_addrs, &cgroup)?;
     let layout = PinLayout::new(&args.bpffs.bpffs);
     let sizes = MapSizes {
         backend_addresses: args.limits.max_backend_addresses,
@@ -103,8 +116,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         scopes,
         pending,
         agent_sockets,
+        dns: dns_maps,
         attachments,
-    } = Datapath::install(&layout, &cgroup, sizes, &proxy_config)
+    } = Datapath::install(&layout, &cgroup, sizes, &proxy_config, &dns_config)
         .with_context(|| format!("installing the datapath on cgroup {}", cgroup.display()))?;
     let adopted = attachments
         .iter()
@@ -143,6 +157,16 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     if status_writer.is_some() {
         reconciler = reconciler.with_object_statuses(status_tx);
     }
+    if dns_listeners.is_some() {
+        let ranges = VirtualRanges {
+            v4: capture.virtual_ipv4_range,
+            v6: capture.virtual_ipv6_range,
+        };
+        // A deleted Backend's virtual addresses work as long as a pod may hold them.
+        let hold = capture.dns_answer_ttl + args.dns.dns_grace;
+        let virtuals = VirtualHosts::new(ranges, Some(dns_maps.virtual_hosts), hold);
+        reconciler = reconciler.with_virtual_hosts(virtuals);
+    }
     if scoping == Scoping::Namespace {
         // Ready only once this node's pods are mapped: until then their namespace's
         // Backends would not apply to them.
@@ -167,6 +191,23 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         .context("writing Backend addresses to the datapath")?;
     let reconciling = tokio::spawn(reconciler.run(catalogs_rx, shutdown.clone()));
 
+    let capturing = match dns_listeners {
+        Some(listeners) => {
+            let context = Arc::new(nameserver::Context {
+                shared: shared.clone(),
+                pending: dns_maps.pending,
+                metrics: dns_metrics,
+                answer_ttl: u32::try_from(capture.dns_answer_ttl.as_secs()).unwrap_or(u32::MAX),
+            });
+            tokio::spawn(nameserver::serve(listeners, context, shutdown.clone()));
+            // Capture starts with the first beat: the listener is up and the names known.
+            Some(tokio::spawn(heartbeat(
+                dns_maps.heartbeat,
+                shutdown.clone(),
+            )))
+        }
+        None => None,
+    };
     let backend_count = shared.table().entries().count();
     let server = tokio::spawn(proxy::serve(
         listeners,
@@ -180,6 +221,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         proxy = ?args.proxy_addrs,
         bpffs = %layout.root().display(),
         programs_adopted = adopted,
+        dns_capture = capturing.is_some(),
         "ready: programs attached, Backends loaded, proxy listening"
     );
     readiness.set_ready();
@@ -187,6 +229,10 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     signals.wait().await;
     tracing::info!("shutting down: no new connections; programs stay attached and pinned");
     shutdown.cancel();
+    if let Some(beating) = capturing {
+        // Capture ends first: pods resolve through their own nameservers from now on.
+        let _ = beating.await;
+    }
     let cut = server.await.context("proxy task")?;
     let _ = admin_task.await;
     let _ = reconciling.await;
@@ -261,6 +307,85 @@ fn proxy_config(addrs: &[SocketAddr]) -> anyhow::Result<ProxyConfig> {
         }
     }
     Ok(config)
+}
+
+/// The datapath's DNS capture settings.
+fn dns_config(
+    capture: &CaptureArgs,
+    listeners: &[SocketAddr],
+    cgroup: &Path,
+) -> anyhow::Result<DnsConfig> {
+    let mut config = DnsConfig {
+        liveness_ns: u64::try_from(Heartbeat::LIVENESS.as_nanos()).unwrap_or(u64::MAX),
+        ..DnsConfig::default()
+    };
+    VirtualRanges {
+        v4: capture.virtual_ipv4_range,
+        v6: capture.virtual_ipv6_range,
+    }
+    .write_to(&mut config);
+    if capture.no_dns_capture {
+        tracing::warn!(
+            "DNS capture is off (--no-dns-capture): connects are recognised by address \
+             alone, and a Backend name that a pod's nameserver answers differently from \
+             the agent's goes direct"
+        );
+        return Ok(config);
+    }
+    config.flags |= DnsConfig::CAPTURE;
+    for addr in listeners {
+        let (flag, slot) = if addr.is_ipv4() {
+            (DnsConfig::HAS_V4, &mut config.v4)
+        } else {
+            (DnsConfig::HAS_V6, &mut config.v6)
+        };
+        config.flags |= flag;
+        *slot = endpoint::from_socket_addr(*addr);
+    }
+    // The agent's own resolver must see the real answers: its cgroup is never captured.
+    let (own, id) = own_cgroup(cgroup).context(
+        "finding the agent's own cgroup, which DNS capture must exempt (or pass --no-dns-capture)",
+    )?;
+    config.agent_cgroup = id;
+    tracing::info!(
+        exempt = %own.display(),
+        "DNS capture: queries to port 53 from the cgroup go to the agent, except from the agent's own cgroup"
+    );
+    Ok(config)
+}
+
+/// The agent's own cgroup v2 directory and its id (the directory's inode).
+fn own_cgroup(attached: &Path) -> anyhow::Result<(PathBuf, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let text = std::fs::read_to_string("/proc/self/cgroup").context("reading /proc/self/cgroup")?;
+    let relative = text
+        .lines()
+        .find_map(|line| line.strip_prefix("0::"))
+        .context("no cgroup v2 entry in /proc/self/cgroup")?;
+    let root = cgroup2_root().unwrap_or_else(|_| attached.to_path_buf());
+    let path = root.join(relative.trim_start_matches('/'));
+    let id = std::fs::metadata(&path)
+        .with_context(|| format!("stat {}", path.display()))?
+        .ino();
+    Ok((path, id))
+}
+
+/// Refreshes the datapath's heartbeat until `shutdown`, then stops it at once.
+async fn heartbeat(mut beat: Heartbeat, shutdown: CancellationToken) {
+    let mut ticks = tokio::time::interval(Heartbeat::INTERVAL);
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => break,
+            _ = ticks.tick() => {
+                if let Err(error) = beat.beat() {
+                    tracing::warn!(%error, "cannot refresh the DNS capture heartbeat");
+                }
+            }
+        }
+    }
+    if let Err(error) = beat.stop() {
+        tracing::warn!(%error, "cannot stop the DNS capture heartbeat; it lapses within seconds");
+    }
 }
 
 /// SIGTERM (kubelet, systemd) and SIGINT (Ctrl-C) both mean: drain and exit 0.

@@ -14,12 +14,13 @@ use std::{
     sync::Arc,
 };
 
-use redirector_common::{BackendKey, CLUSTER_SCOPE, POD_TREE};
+use redirector_common::{BackendKey, CLUSTER_SCOPE, PASSTHROUGH_BIT, POD_TREE};
 
 use crate::{
     backend::{Backend, ObjectKey},
     datapath::endpoint,
     tls::{TlsConfigError, TlsOrigination},
+    virtual_hosts::{VirtualHost, VirtualHosts},
 };
 
 /// Stable id of a Backend, or of a group of Backends sharing an address, in the
@@ -33,8 +34,21 @@ impl BackendId {
         hasher.write(key.namespace.as_bytes());
         hasher.write(b"/");
         hasher.write(key.name.as_bytes());
-        // 0 is never written: a zeroed record names nothing.
-        BackendId(hasher.finish().max(1))
+        // 0 is never written: a zeroed record names nothing. The top bit marks
+        // passthroughs.
+        BackendId((hasher.finish() & !PASSTHROUGH_BIT).max(1))
+    }
+
+    /// The id of a virtual host's passthrough (its undeclared ports).
+    fn passthrough(hostname: &str) -> BackendId {
+        let mut hasher = fnv::FnvHasher::default();
+        hasher.write(b"passthrough:");
+        hasher.write(hostname.as_bytes());
+        BackendId(hasher.finish() | PASSTHROUGH_BIT)
+    }
+
+    pub fn is_passthrough(self) -> bool {
+        self.0 & PASSTHROUGH_BIT != 0
     }
 
     /// The id of the Backends that share one (address, port): derived from their names,
@@ -49,7 +63,7 @@ impl BackendId {
             hasher.write(key.name.as_bytes());
             hasher.write(b"\0");
         }
-        BackendId(hasher.finish().max(1))
+        BackendId((hasher.finish() & !PASSTHROUGH_BIT).max(1))
     }
 }
 
@@ -123,17 +137,35 @@ pub struct BackendTable {
     /// Every (scope, address, port) the datapath must match, with its id.
     /// Shared with the map writer, which keeps the last synced set to diff against.
     endpoints: Arc<Endpoints>,
+    /// DNS capture: the hostnames answered with virtual addresses, per scope.
+    answers: HashMap<u64, HashMap<String, Arc<VirtualHost>>>,
+    /// Virtual address -> its host (live or retiring).
+    virtual_addresses: HashMap<IpAddr, Arc<VirtualHost>>,
+    passthroughs: HashMap<BackendId, Arc<VirtualHost>>,
 }
 
 impl BackendTable {
-    pub fn new(entries: impl IntoIterator<Item = Entry>, scoping: Scoping) -> Self {
+    /// The table of `entries`; with `virtuals`, their hostnames' virtual addresses too.
+    pub fn new(
+        entries: impl IntoIterator<Item = Entry>,
+        scoping: Scoping,
+        virtuals: Option<&VirtualHosts>,
+    ) -> Self {
         let mut table = BackendTable::default();
         let mut owners: BTreeMap<BackendKey, BTreeSet<BackendId>> = BTreeMap::new();
+        let mut endpoints = Endpoints::new();
         for entry in entries {
             let id = BackendId::of(&entry.backend.key);
             let scope = scoping.scope_of(&entry.backend.key.namespace);
-            for ip in &entry.addresses {
-                let address = SocketAddr::new(*ip, entry.backend.port);
+            let mut addresses: Vec<IpAddr> = entry.addresses.clone();
+            if let Some(host) = virtuals.and_then(|v| table.virtual_host_of(v, &entry)) {
+                (table.answers.entry(scope).or_default())
+                    .insert(host.hostname.clone(), host.clone());
+                table.add_passthrough(&mut endpoints, scope, &host);
+                addresses.extend([IpAddr::V4(host.v4), IpAddr::V6(host.v6)]);
+            }
+            for ip in addresses {
+                let address = SocketAddr::new(ip, entry.backend.port);
                 let at = BackendKey::new(scope, endpoint::from_socket_addr(address));
                 owners.entry(at).or_default().insert(id);
             }
@@ -142,7 +174,12 @@ impl BackendTable {
                 tracing::error!(backend = %previous.backend.key, "Backend id collision; dropping");
             }
         }
-        let mut endpoints = Endpoints::new();
+        for retiring in virtuals.iter().flat_map(|v| v.retiring()) {
+            let host = Arc::new(retiring.host.clone());
+            for scope in &retiring.scopes {
+                table.add_passthrough(&mut endpoints, *scope, &host);
+            }
+        }
         for (at, ids) in owners {
             let id = match ids.first() {
                 Some(only) if ids.len() == 1 => *only,
@@ -152,6 +189,47 @@ impl BackendTable {
         }
         table.endpoints = Arc::new(endpoints);
         table
+    }
+
+    /// The virtual host of `entry`'s hostname (one per hostname, shared by its Backends).
+    fn virtual_host_of(&self, virtuals: &VirtualHosts, entry: &Entry) -> Option<Arc<VirtualHost>> {
+        let (v4, v6) = virtuals.get(&entry.backend.hostname)?;
+        if let Some(known) = self.virtual_addresses.get(&IpAddr::V4(v4)) {
+            return Some(known.clone());
+        }
+        Some(Arc::new(VirtualHost {
+            hostname: entry.backend.hostname.clone(),
+            v4,
+            v6,
+            addresses: entry.addresses.clone(),
+        }))
+    }
+
+    /// Ports of `host`'s virtual addresses that no Backend declares (port 0 in the
+    /// map): bytes pass unchanged to its real addresses.
+    fn add_passthrough(&mut self, endpoints: &mut Endpoints, scope: u64, host: &Arc<VirtualHost>) {
+        let id = BackendId::passthrough(&host.hostname);
+        for ip in [IpAddr::V4(host.v4), IpAddr::V6(host.v6)] {
+            let at = BackendKey::new(scope, endpoint::from_socket_addr(SocketAddr::new(ip, 0)));
+            endpoints.insert(at, id);
+            self.virtual_addresses.insert(ip, host.clone());
+        }
+        self.passthroughs.insert(id, host.clone());
+    }
+
+    /// The virtual host answered for `name` to a client in `scope`.
+    pub fn answer(&self, scope: u64, name: &str) -> Option<&Arc<VirtualHost>> {
+        self.answers.get(&scope)?.get(name)
+    }
+
+    /// The host whose virtual address is `ip`.
+    pub fn virtual_host(&self, ip: IpAddr) -> Option<&Arc<VirtualHost>> {
+        self.virtual_addresses.get(&ip)
+    }
+
+    /// The host of a passthrough id.
+    pub fn passthrough(&self, id: BackendId) -> Option<Arc<VirtualHost>> {
+        self.passthroughs.get(&id).cloned()
     }
 
     /// The id of the group `ids` (two or more Backends), registered on first sight.

@@ -39,6 +39,9 @@ pub struct Routed {
     pub candidates: Candidates,
     /// The address and port the client dialed.
     pub original: SocketAddr,
+    /// Where to connect, tried in order: the original destination, or for a virtual
+    /// address the hostname's real addresses on the same port.
+    pub upstream: Arc<[SocketAddr]>,
     pub peer: SocketAddr,
 }
 
@@ -55,7 +58,14 @@ impl Routed {
 
 pub async fn handle(shared: Arc<Shared>, client: TcpStream, peer: SocketAddr) {
     let routed = match route(&shared, peer).await {
-        Ok(routed) => routed,
+        Ok(Route::Backends(routed)) => routed,
+        Ok(Route::Passthrough(routed)) => {
+            let _ = client.set_nodelay(true);
+            if let Err((_, refused)) = tcp::splice_to_dialed(&shared, &routed, client, None).await {
+                report(&shared, &peer, Some(&routed.original), None, &refused);
+            }
+            return;
+        }
         Err(refused) => {
             // A stray connect to the proxy port is routine noise; the rest is something
             // an operator can act on.
@@ -108,19 +118,58 @@ pub fn report(
     }
 }
 
+/// What a connection is for.
+enum Route {
+    Backends(Routed),
+    /// A port of a virtual address that no Backend declares: the bytes go to the
+    /// hostname's real address unchanged, as they would without the agent.
+    Passthrough(Routed),
+}
+
 /// Finds the Backends and original destination of the connection from `peer`.
-async fn route(shared: &Shared, peer: SocketAddr) -> Result<Routed, Refused> {
+async fn route(shared: &Shared, peer: SocketAddr) -> Result<Route, Refused> {
     let record = take_record(shared, peer).await?;
     let original = endpoint::to_socket_addr(&record.original);
-    let candidates = shared
-        .table()
-        .lookup(BackendId(record.backend_id))
+    let table = shared.table();
+    let id = BackendId(record.backend_id);
+    let upstream = match table.virtual_host(original.ip()) {
+        Some(host) if host.addresses.is_empty() => {
+            return Err(Refused::new(
+                Refusal::UnknownBackend,
+                format!(
+                    "{original} is the virtual address of {}, which has no resolved address yet",
+                    host.hostname
+                ),
+            ));
+        }
+        Some(host) => (host.addresses.iter())
+            .map(|ip| SocketAddr::new(*ip, original.port()))
+            .collect(),
+        None => Arc::from([original]),
+    };
+    if id.is_passthrough() {
+        return match table.passthrough(id) {
+            Some(_) => Ok(Route::Passthrough(Routed {
+                candidates: Arc::from([]),
+                original,
+                upstream,
+                peer,
+            })),
+            None => Err(Refused::new(
+                Refusal::UnknownBackend,
+                format!("{original}: its hostname has no Backend any more and its hold ended"),
+            )),
+        };
+    }
+    let candidates = table
+        .lookup(id)
         .map_err(|error| Refused::new(Refusal::UnknownBackend, error.to_string()))?;
-    Ok(Routed {
+    Ok(Route::Backends(Routed {
         candidates,
         original,
+        upstream,
         peer,
-    })
+    }))
 }
 
 async fn take_record(shared: &Shared, peer: SocketAddr) -> Result<Redirect, Refused> {
@@ -141,6 +190,27 @@ async fn take_record(shared: &Shared, peer: SocketAddr) -> Result<Redirect, Refu
         Refusal::NoRecord,
         "no datapath record: this connection was not redirected, and the proxy is not a relay",
     ))
+}
+
+/// Connects to the first of `to` that accepts (a hostname's addresses, in order).
+pub async fn connect_any(
+    agent_sockets: &AgentSockets,
+    to: &[SocketAddr],
+    timeout: Duration,
+) -> io::Result<(TcpStream, SocketAddr)> {
+    let mut last = io::Error::new(io::ErrorKind::NotFound, "no address to connect to");
+    for (tried, address) in to.iter().enumerate() {
+        match connect_upstream(agent_sockets, *address, timeout).await {
+            Ok(stream) => return Ok((stream, *address)),
+            Err(error) => {
+                if tried + 1 < to.len() {
+                    tracing::debug!(%address, %error, "upstream address failed; trying the next");
+                }
+                last = io::Error::new(error.kind(), format!("{address}: {error}"));
+            }
+        }
+    }
+    Err(last)
 }
 
 /// Connects to the original destination from a socket the datapath will not redirect.

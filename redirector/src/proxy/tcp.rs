@@ -21,7 +21,7 @@ use tokio_rustls::TlsConnector;
 
 use super::{
     ConnectionLimits, Refusal, Shared,
-    connection::{Refused, Routed, connect_upstream},
+    connection::{Refused, Routed, connect_any},
     splice::{Transferred, splice},
 };
 use crate::{
@@ -82,7 +82,7 @@ pub async fn forward(
         _ => None,
     };
     let connecting = Instant::now();
-    let upstream = dial(shared, routed.original).await.map_err(fail)?;
+    let upstream = dial(shared, &routed.upstream).await.map_err(fail)?;
     let active = shared.stats.active_guard(&label);
     let rule = opening_rule(&routed.candidates, routed.original);
     let mut client = FirstBytesGuard::new(client, rule, origination.is_some());
@@ -102,7 +102,7 @@ pub async fn forward(
                 Err(error) if sniff::is_reroute(&error) => {
                     // Nothing of the client's was written to the TLS connection.
                     drop(upstream);
-                    let mut direct = dial(shared, routed.original).await.map_err(fail)?;
+                    let mut direct = dial(shared, &routed.upstream).await.map_err(fail)?;
                     let (more, result) = pipe(&limits, &mut client, &mut direct).await;
                     (add(moved, more), result)
                 }
@@ -184,7 +184,7 @@ pub(super) async fn splice_to_dialed<S>(
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
-    let mut upstream = dial(shared, routed.original)
+    let mut upstream = dial(shared, &routed.upstream)
         .await
         .map_err(|refused| (backend.clone(), refused))?;
     let active = shared.stats.active_guard(backend.as_deref().unwrap_or("-"));
@@ -281,9 +281,10 @@ fn add(a: Transferred, b: Transferred) -> Transferred {
     }
 }
 
-async fn dial(shared: &Shared, to: SocketAddr) -> Result<TcpStream, Refused> {
-    connect_upstream(&shared.agent_sockets, to, shared.limits.connect_timeout)
+async fn dial(shared: &Shared, to: &[SocketAddr]) -> Result<TcpStream, Refused> {
+    connect_any(&shared.agent_sockets, to, shared.limits.connect_timeout)
         .await
+        .map(|(stream, _)| stream)
         .map_err(|error| Refused::new(Refusal::UpstreamConnect, format!("cannot connect: {error}")))
 }
 

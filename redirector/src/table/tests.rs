@@ -44,6 +44,7 @@ fn every_address_and_port_is_an_endpoint() {
             entry("default", "b", 8080, &["10.0.0.2"]),
         ],
         Scoping::Cluster,
+        None,
     );
     let a = BackendId::of(&ObjectKey::new("default", "a"));
     let endpoints = table.endpoints();
@@ -67,6 +68,7 @@ fn shared_addresses_name_every_backend() {
                 entry("other", "c", 80, &["10.0.0.1"]),
             ],
             Scoping::Cluster,
+            None,
         )
     };
     let table = build();
@@ -89,6 +91,7 @@ fn unknown_ids_are_reported() {
     let table = BackendTable::new(
         [entry("default", "a", 443, &["10.0.0.1"])],
         Scoping::Cluster,
+        None,
     );
     assert_eq!(
         table.lookup(BackendId(42)).unwrap_err(),
@@ -104,6 +107,7 @@ fn namespace_scoping_separates_tenants() {
             entry("team-b", "api", 443, &["10.0.0.1"]),
         ],
         Scoping::Namespace,
+        None,
     );
     // Same address and port, two scopes: no conflict, each tenant gets its own Backend.
     let a = BackendKey::new(namespace_scope("team-a"), endpoint("10.0.0.1:443"));
@@ -118,4 +122,49 @@ fn namespace_scoping_separates_tenants() {
     );
     assert_eq!(table.endpoints().len(), 2);
     assert_ne!(namespace_scope("team-a"), CLUSTER_SCOPE);
+}
+
+#[test]
+fn virtual_addresses_name_their_backend_and_pass_other_ports_through() {
+    use crate::virtual_hosts::{VirtualHosts, VirtualRanges};
+    use std::collections::{BTreeMap, BTreeSet};
+    let ranges = VirtualRanges {
+        v4: "240.0.0.0/16".parse().unwrap(),
+        v6: "fd72:6564:6972::/96".parse().unwrap(),
+    };
+    let mut virtuals = VirtualHosts::new(ranges, None, std::time::Duration::from_secs(60));
+    let real: Vec<std::net::IpAddr> = vec!["10.0.0.1".parse().unwrap()];
+    virtuals.track(BTreeMap::from([(
+        "shared.example".to_owned(),
+        (BTreeSet::from([CLUSTER_SCOPE]), real.clone()),
+    )]));
+    let (v4, v6) = virtuals.get("shared.example").unwrap();
+    let mut a = entry("default", "a", 443, &["10.0.0.1"]);
+    a.backend = Arc::new(Backend {
+        hostname: "shared.example".to_owned(),
+        ..(*a.backend).clone()
+    });
+    let table = BackendTable::new(
+        [a, entry("default", "b", 443, &["10.0.0.1"])],
+        Scoping::Cluster,
+        Some(&virtuals),
+    );
+    let id_a = BackendId::of(&ObjectKey::new("default", "a"));
+    // The real address is shared; the virtual one names a alone.
+    assert_ne!(table.endpoints()[&at("10.0.0.1:443")], id_a);
+    assert_eq!(table.endpoints()[&at(&format!("{v4}:443"))], id_a);
+    assert_eq!(table.endpoints()[&at(&format!("[{v6}]:443"))], id_a);
+    let pass = table.endpoints()[&at(&format!("{v4}:0"))];
+    assert!(pass.is_passthrough());
+    assert_eq!(table.passthrough(pass).unwrap().addresses, real);
+    assert_eq!(
+        table.answer(CLUSTER_SCOPE, "shared.example").unwrap().v4,
+        v4
+    );
+    assert!(table.answer(CLUSTER_SCOPE, "other.example").is_none());
+    assert!(
+        table
+            .answer(namespace_scope("x"), "shared.example")
+            .is_none()
+    );
 }

@@ -44,7 +44,7 @@ pub struct Pooled {
 struct PoolKey {
     /// The Backend's stable id (a hash of its name): no allocation per lookup.
     backend: BackendId,
-    to: SocketAddr,
+    to: Arc<[SocketAddr]>,
     protocol: Protocol,
     /// Compared by identity: a rebuilt origination is new material.
     tls: Option<Arc<TlsOrigination>>,
@@ -96,11 +96,11 @@ impl Pools {
         shared: &Shared,
         entry: &Entry,
         tls: Option<&Arc<TlsOrigination>>,
-        to: SocketAddr,
+        to: &Arc<[SocketAddr]>,
     ) -> Pooled {
         let key = PoolKey {
             backend: BackendId::of(&entry.backend.key),
-            to,
+            to: to.clone(),
             protocol: entry.backend.protocol,
             tls: tls.cloned(),
         };
@@ -109,7 +109,7 @@ impl Pools {
             return pooled.clone();
         }
         let metrics = shared.stats.http.of(&entry.backend.key.to_string());
-        let dialer = Dialer::new(shared, metrics.clone(), tls, to);
+        let dialer = Dialer::new(shared, metrics.clone(), tls, to.clone());
         let pooled = Pooled {
             client: self.build(entry.backend.protocol, dialer),
             metrics,
@@ -151,7 +151,7 @@ impl Pools {
                 };
                 entry.backend.protocol == key.protocol
                     && tls == key.tls_identity()
-                    && entry.addresses.contains(&key.to.ip())
+                    && (key.to.iter()).all(|to| entry.addresses.contains(&to.ip()))
             })
         });
     }

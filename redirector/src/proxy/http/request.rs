@@ -61,9 +61,9 @@ impl Context {
             }
         };
         let shared = &self.shared;
-        let original = self.routed.original;
+        let upstream = &self.routed.upstream;
         let pooled = self.pools[index]
-            .get_or_init(|| (shared.http.pools).get(shared, entry, tls.as_ref(), original));
+            .get_or_init(|| (shared.http.pools).get(shared, entry, tls.as_ref(), upstream));
         let log = shared.http.access_log.is_some().then(|| LogFields {
             method: req.method().clone(),
             authority: authority_of(&req).unwrap_or_default().to_owned(),
@@ -141,7 +141,8 @@ impl Context {
             let host = HeaderValue::from_str(&authority).map_err(|_| bad_authority(&authority))?;
             req.headers_mut().insert(HOST, host);
             let metrics = pooled.metrics.clone();
-            return upgrade::forward(shared, metrics, tls, original, req).await;
+            return upgrade::forward(shared, metrics, tls, &self.routed.upstream, original, req)
+                .await;
         }
         let sending = pooled.client.request(req);
         let response = if backend.protocol == Protocol::Mcp {

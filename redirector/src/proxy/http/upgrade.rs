@@ -20,16 +20,17 @@ pub async fn forward(
     shared: &Arc<Shared>,
     metrics: Arc<BackendHttp>,
     tls: Option<&Arc<TlsOrigination>>,
-    to: SocketAddr,
+    to: &Arc<[SocketAddr]>,
+    original: SocketAddr,
     mut req: Request<Incoming>,
 ) -> Result<Response<ProxyBody>, ProxyError> {
-    let stream = Dialer::new(shared, metrics, tls, to)
+    let stream = Dialer::new(shared, metrics, tls, to.clone())
         .dial(tls.map(|tls| tls.http1_config.clone()))
         .await
         .map_err(|error| ProxyError::new(error.kind, error.detail))?;
     let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
         .await
-        .map_err(|error| ProxyError::from_client(&error, to))?;
+        .map_err(|error| ProxyError::from_client(&error, original))?;
     tokio::spawn(async move {
         if let Err(error) = connection.with_upgrades().await {
             tracing::debug!(%error, "upgrade connection to the upstream ended");
@@ -51,7 +52,7 @@ pub async fn forward(
     let mut response = sender
         .send_request(req)
         .await
-        .map_err(|error| ProxyError::from_client(&error, to))?;
+        .map_err(|error| ProxyError::from_client(&error, original))?;
     if response.status() != StatusCode::SWITCHING_PROTOCOLS {
         headers::strip_hop_by_hop(response.headers_mut(), false);
         return Ok(response.map(upstream_body));

@@ -30,7 +30,7 @@ use tokio_util::either::Either;
 use super::{error::HttpError, metrics::BackendHttp};
 use crate::{
     datapath::AgentSockets,
-    proxy::{Shared, connection::connect_upstream, stats::Stats, tcp},
+    proxy::{Shared, connection::connect_any, stats::Stats, tcp},
     tls::{H2, TlsOrigination},
 };
 
@@ -58,7 +58,8 @@ impl UpstreamConnection {
 /// Dials one upstream (Backend, address, TLS settings) for the pool.
 #[derive(Clone)]
 pub struct Dialer {
-    pub to: SocketAddr,
+    /// Tried in order until one accepts.
+    pub to: Arc<[SocketAddr]>,
     pub tls: Option<Arc<TlsOrigination>>,
     pub agent_sockets: Arc<AgentSockets>,
     pub connect_timeout: Duration,
@@ -71,7 +72,7 @@ impl Dialer {
         shared: &Shared,
         metrics: Arc<BackendHttp>,
         tls: Option<&Arc<TlsOrigination>>,
-        to: SocketAddr,
+        to: Arc<[SocketAddr]>,
     ) -> Self {
         Self {
             to,
@@ -86,11 +87,11 @@ impl Dialer {
     /// A connection with the Backend's ALPN offer, or `config` instead (upgrades).
     pub async fn dial(&self, config: Option<Arc<ClientConfig>>) -> Result<Upstream, DialError> {
         let started = std::time::Instant::now();
-        let tcp = connect_upstream(&self.agent_sockets, self.to, self.connect_timeout)
+        let (tcp, to) = connect_any(&self.agent_sockets, &self.to, self.connect_timeout)
             .await
             .map_err(|error| DialError {
                 kind: HttpError::UpstreamConnect,
-                detail: format!("cannot connect to {}: {error}", self.to),
+                detail: format!("cannot connect to {error}"),
             })?;
         let upstream = match &self.tls {
             None => Upstream(Either::Left(tcp)),
@@ -100,7 +101,7 @@ impl Dialer {
                     .await
                     .map_err(|refused| DialError {
                         kind: HttpError::UpstreamHandshake,
-                        detail: format!("{}: {}", self.to, refused.detail),
+                        detail: format!("{to}: {}", refused.detail),
                     })?;
                 Upstream(Either::Right(Box::new(stream)))
             }

@@ -1,0 +1,89 @@
+//! The agent's DNS listener: where captured queries arrive (see `redirector-ebpf/src/dns.rs`).
+//!
+//! Each query's client is looked up in `DNS_PENDING` (written by the datapath for every
+//! captured packet): the nameserver it asked and its scope. A query for a Backend
+//! hostname of that scope is answered here with the hostname's virtual addresses
+//! ([`answer`]); every other query is forwarded to the nameserver the client asked, over
+//! the transport it used, and the answer relayed unchanged. A datagram or connection
+//! without a record was not captured and is dropped: the listener is not an open
+//! resolver.
+
+mod answer;
+mod metrics;
+mod tcp;
+mod udp;
+
+use std::{io, net::SocketAddr, sync::Arc, time::Duration};
+
+use tokio::net::{TcpListener, TcpSocket, UdpSocket};
+use tokio_util::{sync::CancellationToken, task::TaskTracker};
+
+pub use metrics::DnsMetrics;
+
+use crate::{datapath::DnsPending, proxy::Shared};
+
+/// How long a forwarded query may wait for its nameserver.
+const FORWARD_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What every query handler needs.
+pub struct Context {
+    /// For the current table (names and virtual addresses).
+    pub shared: Arc<Shared>,
+    pub pending: DnsPending,
+    pub metrics: Arc<DnsMetrics>,
+    /// TTL of the answers with virtual addresses, in seconds.
+    pub answer_ttl: u32,
+}
+
+/// The listeners, bound before the datapath is attached (like the proxy's).
+pub struct Listeners {
+    udp: Vec<UdpSocket>,
+    tcp: Vec<TcpListener>,
+}
+
+/// Binds UDP and TCP on every address.
+pub fn bind(addrs: &[SocketAddr]) -> io::Result<Listeners> {
+    let context = |addr: SocketAddr| {
+        move |error: io::Error| {
+            io::Error::new(
+                error.kind(),
+                format!("cannot listen for DNS on {addr} (see --dns-port): {error}"),
+            )
+        }
+    };
+    let mut listeners = Listeners {
+        udp: Vec::new(),
+        tcp: Vec::new(),
+    };
+    for addr in addrs {
+        let std = std::net::UdpSocket::bind(addr).map_err(context(*addr))?;
+        std.set_nonblocking(true)?;
+        listeners.udp.push(UdpSocket::from_std(std)?);
+        let socket = if addr.is_ipv4() {
+            TcpSocket::new_v4()?
+        } else {
+            TcpSocket::new_v6()?
+        };
+        socket.set_reuseaddr(true)?;
+        socket.bind(*addr).map_err(context(*addr))?;
+        listeners.tcp.push(socket.listen(1024)?);
+    }
+    Ok(listeners)
+}
+
+/// Serves until `shutdown`.
+pub async fn serve(listeners: Listeners, context: Arc<Context>, shutdown: CancellationToken) {
+    let tasks = TaskTracker::new();
+    for socket in listeners.udp {
+        tasks.spawn(udp::serve(
+            Arc::new(socket),
+            context.clone(),
+            shutdown.clone(),
+        ));
+    }
+    for listener in listeners.tcp {
+        tasks.spawn(tcp::serve(listener, context.clone(), shutdown.clone()));
+    }
+    tasks.close();
+    tasks.wait().await;
+}

@@ -1,0 +1,143 @@
+//! Captured queries over TCP (two-byte length prefix, RFC 7766): clients retry here
+//! after a truncated UDP answer, and some ask over TCP from the start.
+
+use std::{net::SocketAddr, sync::Arc, time::Duration, time::Instant};
+
+use tokio::{
+    io::{AsyncReadExt, AsyncWriteExt},
+    net::{TcpListener, TcpStream},
+};
+use tokio_util::sync::CancellationToken;
+
+use super::{
+    Context, FORWARD_TIMEOUT,
+    answer::{self, Decision},
+    metrics::Outcome,
+};
+use crate::{datapath::endpoint, proxy::connect_upstream};
+
+/// An idle client connection is closed after this long (RFC 7766 suggests seconds).
+const IDLE_TIMEOUT: Duration = Duration::from_secs(10);
+/// The egress record is written when the client's SYN leaves, before `accept` returns;
+/// retried briefly anyway, as the proxy does.
+const RECORD_ATTEMPTS: u32 = 5;
+const RECORD_RETRY: Duration = Duration::from_millis(2);
+
+pub async fn serve(listener: TcpListener, context: Arc<Context>, shutdown: CancellationToken) {
+    loop {
+        let accepted = tokio::select! {
+            () = shutdown.cancelled() => return,
+            accepted = listener.accept() => accepted,
+        };
+        match accepted {
+            Ok((client, peer)) => {
+                tokio::spawn(handle(context.clone(), client, peer, shutdown.clone()));
+            }
+            Err(error) => {
+                tracing::warn!(%error, "DNS accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+async fn handle(
+    context: Arc<Context>,
+    mut client: TcpStream,
+    peer: SocketAddr,
+    shutdown: CancellationToken,
+) {
+    let mut record = None;
+    for _ in 0..RECORD_ATTEMPTS {
+        if let Ok(Some(found)) = context.pending.get(peer) {
+            record = Some(found);
+            break;
+        }
+        tokio::time::sleep(RECORD_RETRY).await;
+    }
+    let Some(record) = record else {
+        tracing::debug!(%peer, "DNS connection without a capture record closed: not an open resolver");
+        return;
+    };
+    let nameserver = endpoint::to_socket_addr(&record.nameserver);
+    let mut upstream: Option<TcpStream> = None;
+    loop {
+        let query = tokio::select! {
+            () = shutdown.cancelled() => return,
+            read = tokio::time::timeout(IDLE_TIMEOUT, read_message(&mut client)) => match read {
+                Ok(Ok(query)) => query,
+                _ => return,
+            },
+        };
+        let started = Instant::now();
+        let table = context.shared.table();
+        let reply = match answer::decide(&query, record.scope, &table, context.answer_ttl) {
+            Decision::Answer(answer) => Some((answer, Outcome::Answered)),
+            Decision::Forward => {
+                let asked = tokio::time::timeout(
+                    FORWARD_TIMEOUT,
+                    ask(&context, &mut upstream, nameserver, &query),
+                )
+                .await;
+                match asked {
+                    Ok(Ok(reply)) => Some((reply, Outcome::Forwarded)),
+                    _ => {
+                        tracing::debug!(%nameserver, "forwarding a DNS query over TCP failed");
+                        None
+                    }
+                }
+            }
+        };
+        let Some((reply, outcome)) = reply else {
+            context.metrics.record(Outcome::Failed, started.elapsed());
+            return;
+        };
+        let written = write_message(&mut client, &reply).await;
+        let outcome = if written.is_ok() {
+            outcome
+        } else {
+            Outcome::Failed
+        };
+        context.metrics.record(outcome, started.elapsed());
+        if written.is_err() {
+            return;
+        }
+    }
+}
+
+/// Forwards over one upstream connection per client connection, opened on first need.
+async fn ask(
+    context: &Context,
+    upstream: &mut Option<TcpStream>,
+    nameserver: SocketAddr,
+    query: &[u8],
+) -> std::io::Result<Vec<u8>> {
+    let stream = match upstream {
+        Some(stream) => stream,
+        None => upstream.insert(
+            connect_upstream(&context.shared.agent_sockets, nameserver, FORWARD_TIMEOUT).await?,
+        ),
+    };
+    write_message(stream, query).await?;
+    let reply = read_message(stream).await;
+    if reply.is_err() {
+        *upstream = None;
+    }
+    reply
+}
+
+async fn read_message(stream: &mut TcpStream) -> std::io::Result<Vec<u8>> {
+    let len = stream.read_u16().await?;
+    let mut message = vec![0u8; usize::from(len)];
+    stream.read_exact(&mut message).await?;
+    Ok(message)
+}
+
+async fn write_message(stream: &mut TcpStream, message: &[u8]) -> std::io::Result<()> {
+    let len = u16::try_from(message.len())
+        .map_err(|_| std::io::Error::other("DNS message over 65535 bytes"))?;
+    let mut framed = Vec::with_capacity(message.len() + 2);
+    framed.extend_from_slice(&len.to_be_bytes());
+    framed.extend_from_slice(message);
+    stream.write_all(&framed).await
+}
