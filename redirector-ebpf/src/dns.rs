@@ -141,6 +141,9 @@ fn record_of(ctx: &SockAddrContext) -> Option<DnsRecord> {
 /// its packets to the agent's DNS listener.
 #[inline(always)]
 pub fn note_egress(skb: &SkBuffContext) -> Result<(), i64> {
+    let Some(config) = config().filter(|c| c.flags & DnsConfig::CAPTURE != 0) else {
+        return Ok(());
+    };
     let first: u8 = skb.load(0)?;
     let (protocol, l4, src, dst) = match first >> 4 {
         4 => {
@@ -172,9 +175,6 @@ pub fn note_egress(skb: &SkBuffContext) -> Result<(), i64> {
         port: u16::from_be_bytes([d0, d1]),
         ..dst
     };
-    let Some(config) = config() else {
-        return Ok(());
-    };
     if dst != config.v4 && dst != config.v6 {
         return Ok(());
     }
@@ -182,5 +182,5 @@ pub fn note_egress(skb: &SkBuffContext) -> Result<(), i64> {
     let Some(record) = (unsafe { DNS_SOCKETS.get(&cookie_of(skb)) }).copied() else {
         return Ok(());
     };
-    DNS_PENDING.insert(&src, &record, 0)
+    DNS_PENDING.insert(&src, &record, 0).map_err(i64::from)
 }

@@ -22,9 +22,11 @@ pub struct Heartbeat {
 }
 
 impl Heartbeat {
-    pub const INTERVAL: Duration = Duration::from_secs(1);
-    /// How long capture outlives the last beat: three missed beats.
-    pub const LIVENESS: Duration = Duration::from_secs(3);
+    pub const INTERVAL: Duration = Duration::from_millis(500);
+    /// How long capture outlives the last beat: four missed beats. A query captured in
+    /// that window after a crash goes unanswered, and its resolver retries (glibc after
+    /// 5 s) without capture.
+    pub const LIVENESS: Duration = Duration::from_secs(2);
 
     pub fn new(map: Array<MapData, u64>) -> Self {
         Self { map }

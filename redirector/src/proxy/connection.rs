@@ -3,7 +3,13 @@
 //! The datapath's record names the Backend the client dialed (or the Backends sharing
 //! that address). HTTP Backends go to [`super::http`], the rest to [`super::tcp`].
 
-use std::{io, net::SocketAddr, os::fd::AsFd, sync::Arc, time::Duration};
+use std::{
+    io,
+    net::{IpAddr, SocketAddr},
+    os::fd::AsFd,
+    sync::Arc,
+    time::Duration,
+};
 
 use redirector_common::Redirect;
 use tokio::net::{TcpSocket, TcpStream};
@@ -142,9 +148,15 @@ async fn route(shared: &Shared, peer: SocketAddr) -> Result<Route, Refused> {
                 ),
             ));
         }
-        Some(host) => (host.addresses.iter())
-            .map(|ip| SocketAddr::new(*ip, original.port()))
-            .collect(),
+        // The family the client dialed first, then the other: a failed address is
+        // followed by the next.
+        Some(host) => {
+            let (same, other): (Vec<IpAddr>, Vec<IpAddr>) =
+                (host.addresses.iter()).partition(|ip| ip.is_ipv4() == original.is_ipv4());
+            (same.into_iter().chain(other))
+                .map(|ip| SocketAddr::new(ip, original.port()))
+                .collect()
+        }
         None => Arc::from([original]),
     };
     if id.is_passthrough() {

@@ -1,14 +1,16 @@
-//! `fakedns ADDR ZONEFILE`: a tiny authoritative DNS server for tests, over UDP.
+//! `fakedns ADDR ZONEFILE`: a tiny authoritative DNS server for tests, over UDP and TCP.
 //!
 //! The zone file is read again for every query, so a test changes the answers (and
 //! their TTLs) by rewriting it. Lines: `NAME TTL ADDRESS` (A or AAAA by the address's
 //! family), or `NAME SERVFAIL` to make resolution of NAME fail; `#` starts a comment.
-//! Unknown names get NXDOMAIN. Prints `listening <addr>` once bound and `query <name>
-//! <type>` per question, so tests can wait for a refresh instead of sleeping.
+//! Unknown names get NXDOMAIN. A UDP answer larger than the client's limit (512 bytes,
+//! or its EDNS payload size) is sent truncated (TC, no records), so the client retries
+//! over TCP. Prints `listening <addr>` once bound and `query <name> <type> <udp|tcp>`
+//! per question, so tests can wait for a refresh instead of sleeping.
 
 use std::{
-    io::Write,
-    net::{IpAddr, UdpSocket},
+    io::{Read, Write},
+    net::{IpAddr, TcpListener, TcpStream, UdpSocket},
     process::ExitCode,
 };
 
@@ -26,13 +28,20 @@ fn main() -> ExitCode {
         eprintln!("usage: fakedns ADDR ZONEFILE");
         return ExitCode::from(64);
     };
-    let socket = match UdpSocket::bind(addr) {
-        Ok(socket) => socket,
-        Err(error) => {
+    let (socket, listener) = match (UdpSocket::bind(addr), TcpListener::bind(addr)) {
+        (Ok(socket), Ok(listener)) => (socket, listener),
+        (Err(error), _) | (_, Err(error)) => {
             eprintln!("fakedns: cannot bind {addr}: {error}");
             return ExitCode::from(2);
         }
     };
+    let tcp_zone = zone.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let zone = tcp_zone.clone();
+            std::thread::spawn(move || serve_tcp(stream, &zone));
+        }
+    });
     say(&format!("listening {addr}"));
     let mut buf = [0u8; 1500];
     loop {
@@ -42,14 +51,52 @@ fn main() -> ExitCode {
         let Ok(request) = Message::from_vec(&buf[..len]) else {
             continue;
         };
-        let response = answer(&request, &std::fs::read_to_string(zone).unwrap_or_default());
+        let zone_text = std::fs::read_to_string(zone).unwrap_or_default();
+        let mut response = answer(&request, &zone_text, "udp");
+        let limit = match request.extensions() {
+            Some(edns) => usize::from(edns.max_payload().max(512)),
+            None => 512,
+        };
+        if response.to_vec().is_ok_and(|bytes| bytes.len() > limit) {
+            response.take_answers();
+            response.set_truncated(true);
+        }
         if let Ok(bytes) = response.to_vec() {
             let _ = socket.send_to(&bytes, from);
         }
     }
 }
 
-fn answer(request: &Message, zone: &str) -> Message {
+/// Length-prefixed queries on one connection until the client closes it.
+fn serve_tcp(mut stream: TcpStream, zone: &str) {
+    loop {
+        let mut len = [0u8; 2];
+        if stream.read_exact(&mut len).is_err() {
+            return;
+        }
+        let mut query = vec![0u8; usize::from(u16::from_be_bytes(len))];
+        if stream.read_exact(&mut query).is_err() {
+            return;
+        }
+        let Ok(request) = Message::from_vec(&query) else {
+            return;
+        };
+        let zone_text = std::fs::read_to_string(zone).unwrap_or_default();
+        let Ok(bytes) = answer(&request, &zone_text, "tcp").to_vec() else {
+            return;
+        };
+        let Ok(len) = u16::try_from(bytes.len()) else {
+            return;
+        };
+        let mut framed = len.to_be_bytes().to_vec();
+        framed.extend_from_slice(&bytes);
+        if stream.write_all(&framed).is_err() {
+            return;
+        }
+    }
+}
+
+fn answer(request: &Message, zone: &str, transport: &str) -> Message {
     let mut response = Message::new();
     response
         .set_id(request.id())
@@ -65,7 +112,10 @@ fn answer(request: &Message, zone: &str) -> Message {
             .to_ascii()
             .trim_end_matches('.')
             .to_ascii_lowercase();
-        say(&format!("query {wanted} {}", query.query_type()));
+        say(&format!(
+            "query {wanted} {} {transport}",
+            query.query_type()
+        ));
         for line in zone
             .lines()
             .map(|l| l.split('#').next().unwrap_or("").trim())
