@@ -311,7 +311,10 @@ impl Reconciler {
         ));
         // Table first: a connect redirected by a new map entry must find its Backend.
         self.shared.publish(table.clone());
-        let stats = self.map.sync(table.endpoints())?;
+        let ranges = self.virtuals.as_ref().map(VirtualHosts::ranges);
+        let stats = (self.map).sync(table.endpoints(), |at| {
+            ranges.is_some_and(|r| r.contains(at))
+        })?;
         self.board
             .publish(rows::rows(table, &self.dns, &self.catalog.problems));
         if let Some(sender) = &self.object_statuses {
@@ -331,15 +334,15 @@ impl Reconciler {
                 changed
             });
         }
-        self.metrics
-            .map_entries
-            .set(i64::try_from(stats.total).unwrap_or(i64::MAX));
-        if stats.added + stats.changed + stats.removed > 0 {
+        let entries = stats.total + stats.virtual_total;
+        (self.metrics.map_entries).set(i64::try_from(entries).unwrap_or(i64::MAX));
+        if stats.added + stats.changed + stats.removed + stats.virtual_changed > 0 {
             tracing::info!(
                 added = stats.added,
                 changed = stats.changed,
                 removed = stats.removed,
                 total = stats.total,
+                virtual_entries = stats.virtual_total,
                 "Backend address map updated"
             );
         }

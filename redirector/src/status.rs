@@ -34,6 +34,10 @@ pub struct BackendStatus {
     pub tls: String,
     #[serde(default)]
     pub addresses: Vec<String>,
+    /// With DNS capture: the hostname's virtual IPv4 and IPv6 addresses, which pods
+    /// get from the agent's DNS answers.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub virtual_addresses: Vec<String>,
     #[serde(default)]
     pub active_connections: i64,
 }
@@ -74,6 +78,7 @@ fn render(statuses: &[BackendStatus]) -> String {
         "PROTOCOL".to_owned(),
         "TLS".to_owned(),
         "ACTIVE".to_owned(),
+        "VIRTUAL".to_owned(),
         "ADDRESSES".to_owned(),
     ]];
     for s in statuses {
@@ -88,10 +93,14 @@ fn render(statuses: &[BackendStatus]) -> String {
             s.protocol.clone(),
             s.tls.clone(),
             s.active_connections.to_string(),
+            match s.virtual_addresses.is_empty() {
+                true => "-".to_owned(),
+                false => s.virtual_addresses.join(","),
+            },
             s.addresses.join(","),
         ]);
     }
-    let widths: Vec<usize> = (0..7)
+    let widths: Vec<usize> = (0..8)
         .map(|c| rows.iter().map(|r| r[c].len()).max().unwrap_or(0))
         .collect();
     let mut out = String::new();
@@ -140,6 +149,7 @@ mod tests {
                 protocol: "TCP".into(),
                 tls: "none".into(),
                 addresses: vec!["10.200.2.2".into(), "fd00:200:2::2".into()],
+                virtual_addresses: vec!["240.0.16.196".into(), "fd72:6564:6972::10c4".into()],
                 active_connections: 2,
             },
             BackendStatus {
@@ -151,6 +161,7 @@ mod tests {
                 protocol: "HTTP".into(),
                 tls: "ServerOnly".into(),
                 addresses: vec![],
+                virtual_addresses: vec![],
                 active_connections: 0,
             },
         ];
@@ -159,7 +170,8 @@ mod tests {
         assert_eq!(lines.len(), 3);
         assert!(lines[0].starts_with("BACKEND    STATE"), "{table}");
         assert!(
-            lines[1].contains("Ready") && lines[1].contains("10.200.2.2,fd00:200:2::2"),
+            lines[1].contains("Ready")
+                && lines[1].contains("240.0.16.196,fd72:6564:6972::10c4  10.200.2.2,fd00:200:2::2"),
             "{table}"
         );
         assert!(

@@ -10,7 +10,7 @@
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap},
     hash::Hasher,
-    net::{IpAddr, SocketAddr},
+    net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr},
     sync::Arc,
 };
 
@@ -220,6 +220,15 @@ impl BackendTable {
     /// The virtual host answered for `name` to a client in `scope`.
     pub fn answer(&self, scope: u64, name: &str) -> Option<&Arc<VirtualHost>> {
         self.answers.get(&scope)?.get(name)
+    }
+
+    /// The virtual addresses of `hostname`, if it is answered in some scope.
+    pub fn virtual_addresses_of(&self, hostname: &str) -> Option<(Ipv4Addr, Ipv6Addr)> {
+        let host = self
+            .answers
+            .values()
+            .find_map(|names| names.get(hostname))?;
+        Some((host.v4, host.v6))
     }
 
     /// The host whose virtual address is `ip`.

@@ -116,6 +116,13 @@ impl VirtualRanges {
         (v4, v6)
     }
 
+    /// Whether `at` is a virtual address (as the datapath decides it).
+    pub fn contains(&self, at: &redirector_common::Endpoint) -> bool {
+        let mut config = DnsConfig::default();
+        self.write_to(&mut config);
+        config.is_virtual(at)
+    }
+
     /// Fills the virtual range fields of the datapath's DNS settings.
     pub fn write_to(&self, config: &mut DnsConfig) {
         config.virtual_v4 = u32::from(Ipv4Addr::from(self.v4.base)).to_be();
@@ -171,6 +178,10 @@ impl VirtualHosts {
             pins,
             hold,
         }
+    }
+
+    pub fn ranges(&self) -> VirtualRanges {
+        self.ranges
     }
 
     /// The virtual addresses of a live `hostname`.

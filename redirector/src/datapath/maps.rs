@@ -26,13 +26,39 @@ pub struct BackendMap {
     synced: Option<Arc<Endpoints>>,
 }
 
-/// What one [`BackendMap::sync`] changed.
+/// What one [`BackendMap::sync`] changed. Entries of virtual addresses (DNS capture)
+/// are counted apart: `added`, `changed`, `removed` and `total` are about the
+/// addresses Backends resolve to.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct SyncStats {
     pub added: usize,
     pub changed: usize,
     pub removed: usize,
     pub total: usize,
+    /// Entries of virtual addresses in the map, and how many were written or deleted.
+    pub virtual_total: usize,
+    pub virtual_changed: usize,
+}
+
+impl SyncStats {
+    /// Counts a write or delete of the entry at `at`.
+    fn count(&mut self, at: &BackendKey, is_virtual: &impl Fn(&Endpoint) -> bool, kind: Change) {
+        if is_virtual(&at.endpoint) {
+            self.virtual_changed += 1;
+            return;
+        }
+        match kind {
+            Change::Added => self.added += 1,
+            Change::Changed => self.changed += 1,
+            Change::Removed => self.removed += 1,
+        }
+    }
+}
+
+enum Change {
+    Added,
+    Changed,
+    Removed,
 }
 
 impl BackendMap {
@@ -50,7 +76,11 @@ impl BackendMap {
     /// Makes the map equal to `desired`. New and changed entries are written before
     /// stale ones are deleted, and nothing is ever cleared wholesale, so an address
     /// present before and after is matched throughout.
-    pub fn sync(&mut self, desired: &Arc<Endpoints>) -> Result<SyncStats, MapError> {
+    pub fn sync(
+        &mut self,
+        desired: &Arc<Endpoints>,
+        is_virtual: impl Fn(&Endpoint) -> bool,
+    ) -> Result<SyncStats, MapError> {
         let (current, present): (Arc<Endpoints>, BTreeSet<Endpoint>) = match self.synced.take() {
             Some(synced) => {
                 let present = synced.keys().map(|at| at.endpoint).collect();
@@ -65,8 +95,10 @@ impl BackendMap {
                 self.endpoints.keys().collect::<Result<_, _>>()?,
             ),
         };
+        let virtual_total = desired.keys().filter(|at| is_virtual(&at.endpoint)).count();
         let mut stats = SyncStats {
-            total: desired.len(),
+            total: desired.len() - virtual_total,
+            virtual_total,
             ..SyncStats::default()
         };
         let wanted: BTreeSet<Endpoint> = desired.keys().map(|key| key.endpoint).collect();
@@ -81,14 +113,15 @@ impl BackendMap {
                 continue;
             }
             self.map.insert(at, id.0, 0)?;
-            match found {
-                Some(_) => stats.changed += 1,
-                None => stats.added += 1,
-            }
+            let kind = match found {
+                Some(_) => Change::Changed,
+                None => Change::Added,
+            };
+            stats.count(at, &is_virtual, kind);
         }
         for at in current.keys().filter(|at| !desired.contains_key(at)) {
             self.map.remove(at)?;
-            stats.removed += 1;
+            stats.count(at, &is_virtual, Change::Removed);
         }
         for at in present.difference(&wanted) {
             self.endpoints.remove(at)?;

@@ -56,6 +56,9 @@ fn statuses(
                 protocol: backend.protocol.as_str().to_owned(),
                 tls: tls.to_owned(),
                 addresses: entry.addresses.iter().map(ToString::to_string).collect(),
+                virtual_addresses: (table.virtual_addresses_of(&backend.hostname))
+                    .map(|(v4, v6)| vec![v4.to_string(), v6.to_string()])
+                    .unwrap_or_default(),
                 active_connections: 0,
             },
         );
@@ -75,6 +78,7 @@ fn statuses(
                 protocol: String::new(),
                 tls: String::new(),
                 addresses: Vec::new(),
+                virtual_addresses: Vec::new(),
                 active_connections: 0,
             });
         let what = problem.to_string();
