@@ -72,6 +72,11 @@ pub fn capture(
     proxy: Option<&ProxyConfig>,
     scope: impl FnOnce() -> u64,
 ) -> i32 {
+    // A loopback nameserver lives in the caller's own network namespace, where the
+    // agent cannot reach it: such queries stay where they are.
+    if is_loopback(&original) {
+        return ALLOW;
+    }
     let Some(config) = live_config() else {
         return ALLOW;
     };
@@ -106,6 +111,16 @@ pub fn capture(
     }
     sockaddr::set_destination(ctx, family, &to);
     ALLOW
+}
+
+/// 127.0.0.0/8 (mapped) or ::1.
+#[inline(always)]
+fn is_loopback(at: &Endpoint) -> bool {
+    if at.is_v4_mapped() {
+        at.addr[3].to_ne_bytes()[0] == 127
+    } else {
+        at.addr == [0, 0, 0, u32::from_ne_bytes([0, 0, 0, 1])]
+    }
 }
 
 /// Whether a connect or datagram to `original` is DNS to capture.

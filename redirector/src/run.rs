@@ -124,6 +124,22 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         .iter()
         .filter(|(_, a)| *a == Attachment::Adopted)
         .count();
+    if adopted > 0 && adopted < attachments.len() {
+        // Some links were pinned by an older agent that had fewer programs: those keep
+        // running the old code (no DNS capture on connect(), no virtual address
+        // passthrough) until the pins are replaced.
+        let fresh: Vec<&str> = (attachments.iter())
+            .filter(|(_, a)| *a == Attachment::Attached)
+            .map(|(name, _)| *name)
+            .collect();
+        tracing::warn!(
+            attached_now = ?fresh,
+            "programs pinned by an older agent were adopted beside new ones; run \
+             `redirector uninstall --bpffs {}` and start the agent again to run this \
+             version's programs",
+            layout.root().display()
+        );
+    }
 
     let shared = Arc::new(Shared {
         pending,

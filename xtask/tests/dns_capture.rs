@@ -10,6 +10,8 @@ mod support;
 
 #[path = "dns_capture/lifecycle.rs"]
 mod lifecycle;
+#[path = "dns_capture/scoping.rs"]
+mod scoping;
 #[path = "dns_capture/transport.rs"]
 mod transport;
 
@@ -17,8 +19,9 @@ use std::{net::IpAddr, path::PathBuf, time::Duration};
 
 use support::{Bed, tls::metrics};
 use xtask::netlab::{
-    ChildGuard, EXT_V4, EXT_V6,
+    Cgroup, ChildGuard, EXT_V4, EXT_V6,
     agent::{Agent, AgentConfig},
+    in_cgroup_in_netns,
 };
 
 pub const FAKEDNS: &str = env!("CARGO_BIN_EXE_fakedns");
@@ -58,6 +61,13 @@ impl Default for PodResolver<'_> {
 impl CaptureBed {
     /// `zone` is fakedns's zone; `agent_args` extra `redirector run` flags.
     pub fn new(yaml: &str, zone: &str, resolver: PodResolver<'_>, agent_args: &[&str]) -> Self {
+        let mut t = Self::without_agent(yaml, zone, resolver);
+        t.start_agent(agent_args);
+        t
+    }
+
+    /// The bed and fakedns, no agent yet.
+    pub fn without_agent(yaml: &str, zone: &str, resolver: PodResolver<'_>) -> Self {
         let bed = Bed::new(yaml);
         let topo = &bed.topo;
         // The pod knows no Backend name from a hosts file: it asks its nameserver.
@@ -85,20 +95,23 @@ impl CaptureBed {
         .expect("fakedns");
         dns.wait_for_line("listening", Duration::from_secs(15))
             .expect("fakedns ready");
-        let mut t = CaptureBed {
+        CaptureBed {
             agent: None,
             dns,
             zone: zone_path,
             bed,
-        };
-        t.start_agent(agent_args);
-        t
+        }
     }
 
     pub fn start_agent(&mut self, args: &[&str]) {
         let mut config: AgentConfig = self.bed.config();
-        config.in_pod_cgroup = false;
         config.extra_args = args.iter().map(|a| a.to_string()).collect();
+        self.start_agent_with(config);
+    }
+
+    /// Starts the agent outside the pod's cgroup (its own cgroup is never captured).
+    pub fn start_agent_with(&mut self, mut config: AgentConfig) {
+        config.in_pod_cgroup = false;
         self.agent = Some(Agent::start(&self.bed.topo, &config).expect("agent"));
     }
 
@@ -108,10 +121,12 @@ impl CaptureBed {
 
     /// `getent ahosts NAME` in the pod (glibc's resolver): the addresses, in order.
     pub fn resolve(&self, name: &str) -> Vec<IpAddr> {
-        let output = self
-            .bed
-            .topo
-            .spawn_in_pod("getent", ["ahosts", name])
+        self.resolve_in(&self.bed.topo.pod_cgroup, name)
+    }
+
+    /// `getent ahosts NAME` in the pod's network namespace, from `cgroup`.
+    pub fn resolve_in(&self, cgroup: &Cgroup, name: &str) -> Vec<IpAddr> {
+        let output = in_cgroup_in_netns(cgroup, &self.bed.topo.pod, "getent", ["ahosts", name])
             .output()
             .expect("getent");
         let text = String::from_utf8_lossy(&output.stdout);

@@ -9,14 +9,30 @@ use serde_json::Value;
 use support::{Bed, ECHO_BACKEND};
 use xtask::netlab::{NODE_EXT_V4, agent::redirector};
 
-const PROGRAMS: [&str; 5] = [
+const PROGRAMS: [&str; 10] = [
     "connect4",
     "connect6",
     "sock_ops",
     "getpeername4",
     "getpeername6",
+    "sendmsg4",
+    "sendmsg6",
+    "recvmsg4",
+    "recvmsg6",
+    "dns_egress",
 ];
-const MAPS: [&str; 5] = ["BACKENDS", "SOCKETS", "PENDING", "AGENT_SOCKETS", "CONFIG"];
+const MAPS: [&str; 10] = [
+    "BACKENDS",
+    "SOCKETS",
+    "PENDING",
+    "AGENT_SOCKETS",
+    "CONFIG",
+    "DNS_CONFIG",
+    "HEARTBEAT",
+    "DNS_SOCKETS",
+    "DNS_PENDING",
+    "VIRTUAL_HOSTS",
+];
 
 /// Names of the programs attached to `cgroup`, from `bpftool cgroup show`.
 fn attached_programs(cgroup: &Path) -> Vec<String> {
@@ -97,7 +113,7 @@ fn restart_adopts_the_pins_and_never_sends_direct_in_between() {
 
     let agent = bed.agent();
     assert!(
-        agent.ready_line.contains("programs_adopted=5"),
+        agent.ready_line.contains("programs_adopted=10"),
         "{}",
         agent.ready_line
     );
