@@ -20,7 +20,7 @@ use std::{
     time::Duration,
 };
 
-use tokio::net::{TcpListener, TcpSocket};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 pub use connection::connect_upstream;
@@ -126,15 +126,25 @@ async fn accept_loop(
     connections: TaskTracker,
     shutdown: CancellationToken,
 ) {
+    accept_until(&listener, &shutdown, |client, peer| {
+        connections.spawn(connection::handle(shared.clone(), client, peer));
+    })
+    .await;
+}
+
+/// Accepts on `listener` until `shutdown`, handing each connection to `serve`.
+pub async fn accept_until(
+    listener: &TcpListener,
+    shutdown: &CancellationToken,
+    mut serve: impl FnMut(TcpStream, SocketAddr),
+) {
     loop {
         let accepted = tokio::select! {
             () = shutdown.cancelled() => return,
             accepted = listener.accept() => accepted,
         };
         match accepted {
-            Ok((client, peer)) => {
-                connections.spawn(connection::handle(shared.clone(), client, peer));
-            }
+            Ok((client, peer)) => serve(client, peer),
             Err(error) => {
                 // EMFILE and friends: back off a little instead of spinning.
                 tracing::warn!(%error, "accept failed");

@@ -141,6 +141,24 @@ impl CaptureBed {
         seen
     }
 
+    /// Resolves `name` in the pod and checks the answer is the agent's: virtual only.
+    pub fn assert_virtual(&self, name: &str) -> Vec<IpAddr> {
+        let answer = self.resolve(name);
+        assert!(
+            !answer.is_empty() && answer.iter().all(is_virtual),
+            "{name}: {answer:?}"
+        );
+        answer
+    }
+
+    /// Resolves `name` in the pod and checks the answer is the pod's nameserver's.
+    pub fn assert_pod_view(&self, name: &str) {
+        let answer = self.resolve(name);
+        let pod_view: IpAddr = POD_VIEW_V4.parse().expect("address");
+        assert!(answer.contains(&pod_view), "{name}: {answer:?}");
+        assert!(!answer.iter().any(is_virtual), "{name}: {answer:?}");
+    }
+
     /// fakedns's `query NAME TYPE TRANSPORT` lines so far.
     pub fn queries(&self) -> Vec<String> {
         (self.dns.lines(xtask::netlab::Stream::Stdout).into_iter())
@@ -173,6 +191,11 @@ pub fn divergent_zone(names: &[&str]) -> String {
         ));
     }
     zone
+}
+
+/// [`divergent_zone`] plus `elsewhere.test`, a name no Backend declares.
+pub fn zone_with_elsewhere(names: &[&str]) -> String {
+    format!("{}elsewhere.test 30 {POD_VIEW_V4}\n", divergent_zone(names))
 }
 
 /// The agent's view: what the node's hosts file says (ext's first addresses).

@@ -14,7 +14,10 @@ use super::{
     answer::{self, Decision},
     metrics::Outcome,
 };
-use crate::{datapath::endpoint, proxy::connect_upstream};
+use crate::{
+    datapath::endpoint,
+    proxy::{accept_until, connect_upstream},
+};
 
 /// An idle client connection is closed after this long (RFC 7766 suggests seconds).
 const IDLE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -24,21 +27,10 @@ const RECORD_ATTEMPTS: u32 = 5;
 const RECORD_RETRY: Duration = Duration::from_millis(2);
 
 pub async fn serve(listener: TcpListener, context: Arc<Context>, shutdown: CancellationToken) {
-    loop {
-        let accepted = tokio::select! {
-            () = shutdown.cancelled() => return,
-            accepted = listener.accept() => accepted,
-        };
-        match accepted {
-            Ok((client, peer)) => {
-                tokio::spawn(handle(context.clone(), client, peer, shutdown.clone()));
-            }
-            Err(error) => {
-                tracing::warn!(%error, "DNS accept failed");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        }
-    }
+    accept_until(&listener, &shutdown, |client, peer| {
+        tokio::spawn(handle(context.clone(), client, peer, shutdown.clone()));
+    })
+    .await;
 }
 
 async fn handle(

@@ -3,11 +3,10 @@
 
 use std::net::{IpAddr, SocketAddr};
 
-use xtask::netlab::{EXT_V4, NODE_EXT_V4, NODE_EXT_V6, POD_V4};
+use xtask::netlab::{NODE_EXT_V4, NODE_EXT_V6, POD_V4};
 
 use super::{CaptureBed, POD_VIEW_V4, PodResolver, divergent_zone, is_virtual};
 use crate::support::{
-    PROBE,
     capture::{self, Capture},
     tls::{API_HOST, API_PORT, API_TARGET, ApiBackend, Ca, TlsServer},
 };
@@ -15,7 +14,6 @@ use crate::support::{
 #[test]
 fn divergent_answers_still_reach_the_backend_with_tls_originated() {
     const SECRET: &str = "GET /secret-plaintext HTTP/1.1";
-    const FENCE: &str = "capture-fence-end-of-test";
     let ca = Ca::new("test CA");
     let yaml = ApiBackend::server_only(&ca).yaml();
     let t = CaptureBed::new(
@@ -73,12 +71,7 @@ fn divergent_answers_still_reach_the_backend_with_tls_originated() {
         "{handshakes:?}"
     );
 
-    let fence = (t.bed.topo.node.exec(PROBE))
-        .args(["connect", &format!("{EXT_V4}:8080"), "--send", FENCE])
-        .output()
-        .expect("fence");
-    assert!(fence.status.success(), "{fence:?}");
-    let segments = capture::segments(&wire.stop_after(FENCE.as_bytes()));
+    let segments = capture::segments(&wire.stop_after(capture::send_fence(&t.bed.topo.node)));
     let to_server = capture::stream(&segments, API_PORT, true);
     assert!(
         capture::contains(&to_server, &[0x17, 0x03, 0x03]),

@@ -1,11 +1,9 @@
 //! Transports and resolver behaviour: TCP queries, truncation and the retry over TCP,
 //! search-list expansions, an IPv6 nameserver.
 
-use std::net::IpAddr;
-
 use xtask::netlab::EXT_V6;
 
-use super::{CaptureBed, POD_VIEW_V4, PodResolver, divergent_zone, is_virtual};
+use super::{CaptureBed, PodResolver, divergent_zone, zone_with_elsewhere};
 use crate::support::tls::{API_HOST, ApiBackend, Ca};
 
 fn backend() -> String {
@@ -14,24 +12,14 @@ fn backend() -> String {
 
 #[test]
 fn queries_over_tcp_are_answered_and_forwarded() {
-    let zone = format!(
-        "{}elsewhere.test 30 {POD_VIEW_V4}\n",
-        divergent_zone(&[API_HOST])
-    );
+    let zone = zone_with_elsewhere(&[API_HOST]);
     let resolver = PodResolver {
         extra: "options use-vc\n",
         ..PodResolver::default()
     };
     let t = CaptureBed::new(&backend(), &zone, resolver, &[]);
-    let answer = t.resolve(API_HOST);
-    assert!(
-        !answer.is_empty() && answer.iter().all(is_virtual),
-        "{answer:?}"
-    );
-    assert_eq!(
-        t.resolve("elsewhere.test"),
-        [POD_VIEW_V4.parse::<IpAddr>().unwrap()]
-    );
+    t.assert_virtual(API_HOST);
+    t.assert_pod_view("elsewhere.test");
     let queries = t.queries();
     assert!(
         queries.iter().any(|q| q == "query elsewhere.test A tcp"),
@@ -72,11 +60,7 @@ fn search_list_expansions_are_forwarded() {
         ..PodResolver::default()
     };
     let t = CaptureBed::new(&backend(), &divergent_zone(&[API_HOST]), resolver, &[]);
-    let answer = t.resolve(API_HOST);
-    assert!(
-        !answer.is_empty() && answer.iter().all(is_virtual),
-        "{answer:?}"
-    );
+    t.assert_virtual(API_HOST);
     let queries = t.queries();
     let expanded = format!("query {API_HOST}.demo.svc.cluster.local A udp");
     assert!(
@@ -97,18 +81,8 @@ fn an_ipv6_nameserver_is_captured_too() {
         nameserver: EXT_V6.into(),
         ..PodResolver::default()
     };
-    let zone = format!(
-        "{}elsewhere.test 30 {POD_VIEW_V4}\n",
-        divergent_zone(&[API_HOST])
-    );
+    let zone = zone_with_elsewhere(&[API_HOST]);
     let t = CaptureBed::new(&backend(), &zone, resolver, &[]);
-    let answer = t.resolve(API_HOST);
-    assert!(
-        !answer.is_empty() && answer.iter().all(is_virtual),
-        "{answer:?}"
-    );
-    assert_eq!(
-        t.resolve("elsewhere.test"),
-        [POD_VIEW_V4.parse::<IpAddr>().unwrap()]
-    );
+    t.assert_virtual(API_HOST);
+    t.assert_pod_view("elsewhere.test");
 }

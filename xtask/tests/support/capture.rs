@@ -8,6 +8,27 @@ use std::{
 
 use xtask::netlab::{ChildGuard, Netns, Stream};
 
+/// The last bytes a test sends: see [`send_fence`].
+pub const FENCE: &str = "capture-fence-end-of-test";
+
+/// Sends [`FENCE`] straight from the node (never redirected) to the Bed's plain server
+/// on ext:8080. Its arrival in the capture file means everything before it is there
+/// too: pass it to [`Capture::stop_after`].
+pub fn send_fence(node: &Netns) -> &'static [u8] {
+    let fence = node
+        .exec(crate::support::PROBE)
+        .args([
+            "connect",
+            &format!("{}:8080", xtask::netlab::EXT_V4),
+            "--send",
+            FENCE,
+        ])
+        .output()
+        .expect("fence");
+    assert!(fence.status.success(), "{fence:?}");
+    FENCE.as_bytes()
+}
+
 /// A running `tcpdump -w`; killed on drop if not stopped.
 pub struct Capture {
     child: ChildGuard,

@@ -1,11 +1,9 @@
 //! The wire: no plaintext of a TLS Backend's connection is seen between the node and
 //! the server.
 
-use xtask::netlab::EXT_V4;
-
 use super::TlsBed;
 use crate::support::{
-    ECHO_BACKEND, PROBE,
+    ECHO_BACKEND,
     capture::{self, Capture},
     tls::{API_HOST, API_PORT, API_TARGET, ApiBackend, Ca},
 };
@@ -13,7 +11,6 @@ use crate::support::{
 #[test]
 fn no_plaintext_reaches_the_wire_for_a_tls_backend() {
     const SECRET: &str = "GET /secret-plaintext HTTP/1.1";
-    const FENCE: &str = "capture-fence-end-of-test";
     let ca = Ca::new("test CA");
     // demo/echo (plain, :8080) shows that the capture does see plaintext where there is.
     let yaml = format!("{ECHO_BACKEND}---\n{}", ApiBackend::server_only(&ca).yaml());
@@ -35,18 +32,8 @@ fn no_plaintext_reaches_the_wire_for_a_tls_backend() {
         "{:?}",
         plain.json
     );
-    // Last, straight from the node (no redirect): its arrival in the file means that
-    // everything before it is there too.
-    let fence = t
-        .bed
-        .topo
-        .node
-        .exec(PROBE)
-        .args(["connect", &format!("{EXT_V4}:8080"), "--send", FENCE])
-        .output()
-        .expect("fence");
-    assert!(fence.status.success(), "{fence:?}");
-    let segments = capture::segments(&wire.stop_after(FENCE.as_bytes()));
+    // Last: everything before the fence is in the capture once it is.
+    let segments = capture::segments(&wire.stop_after(capture::send_fence(&t.bed.topo.node)));
 
     let to_server = capture::stream(&segments, API_PORT, true);
     let from_server = capture::stream(&segments, API_PORT, false);
