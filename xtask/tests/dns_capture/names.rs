@@ -199,3 +199,33 @@ fn undeclared_ports_of_a_virtual_address_pass_through_to_the_real_one() {
     let refused = t.bed.connect(&format!("{API_HOST}:9999"), &["-4"]);
     assert!(!refused.ok(), "{:?}", refused.json);
 }
+
+/// The hostname's first real address refuses: the proxy tries the next one.
+#[test]
+fn a_real_address_that_refuses_is_followed_by_the_next() {
+    let ca = Ca::new("test CA");
+    let yaml = ApiBackend::server_only(&ca).yaml();
+    let t = CaptureBed::new(
+        &yaml,
+        &divergent_zone(&[API_HOST]),
+        PodResolver::default(),
+        &[],
+    );
+    // Only the IPv6 real address serves; the pod dials the virtual IPv4 address, so the
+    // proxy tries the real IPv4 address first (refused), then the IPv6 one.
+    let mut server = TlsServer::start(
+        &t.bed.topo.ext,
+        &format!("[{}]:8443", xtask::netlab::EXT_V6),
+        &ca.server(&[API_HOST]),
+        None,
+    );
+    let reply = t.bed.connect(API_TARGET, &["-4"]);
+    assert!(reply.ok(), "{:?}", reply.json);
+    assert!(reply.reply().ends_with("got=hello"), "{:?}", reply.json);
+    let seen = reply.seen_by_server().unwrap_or_default();
+    assert!(
+        seen.starts_with(&format!("[{NODE_EXT_V6}]:")),
+        "server saw {seen}"
+    );
+    server.wait_closed();
+}
