@@ -5,6 +5,7 @@
 use std::{
     convert::Infallible,
     net::SocketAddr,
+    path::{Path, PathBuf},
     sync::{
         Arc,
         atomic::{AtomicBool, Ordering},
@@ -15,7 +16,7 @@ use http_body_util::Full;
 use hyper::{Method, Request, Response, StatusCode, body::Bytes, service::service_fn};
 use hyper_util::rt::TokioIo;
 use prometheus_client::{encoding::text::encode, registry::Registry};
-use tokio::net::TcpListener;
+use tokio::net::UnixListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::{proxy::Stats, status::StatusBoard};
@@ -41,45 +42,89 @@ pub struct Admin {
     pub stats: Arc<Stats>,
 }
 
-/// Binds at once (so a wrong `--admin-addr` fails start-up) and serves until `shutdown`.
+/// Binds at once (so a wrong `--admin-addr` or `--admin-socket` fails start-up) and
+/// serves until `shutdown`.
+///
+/// The TCP port is shared with a second agent during an upgrade (SO_REUSEPORT), so a
+/// request to it may reach either; the unix socket is this agent's alone, which is what
+/// the DaemonSet's probes use.
 pub async fn serve(
     addr: SocketAddr,
+    socket: Option<&Path>,
     admin: Admin,
     shutdown: CancellationToken,
 ) -> std::io::Result<tokio::task::JoinHandle<()>> {
-    let listener = TcpListener::bind(addr).await.map_err(|e| {
-        std::io::Error::new(
-            e.kind(),
-            format!("cannot listen on --admin-addr {addr}: {e}"),
-        )
-    })?;
+    let tcp = crate::proxy::listen_shared(addr, 128, "--admin-addr")?;
+    let unix = match socket {
+        Some(path) => Some(bind_unix(path)?),
+        None => None,
+    };
     let admin = Arc::new(admin);
     Ok(tokio::spawn(async move {
-        loop {
-            let (stream, _) = tokio::select! {
-                () = shutdown.cancelled() => return,
-                accepted = listener.accept() => match accepted {
-                    Ok(accepted) => accepted,
-                    Err(error) => {
-                        tracing::debug!(%error, "admin accept failed");
-                        continue;
-                    }
-                },
-            };
-            let admin = admin.clone();
-            tokio::spawn(async move {
-                let service = service_fn(move |request| {
-                    let admin = admin.clone();
-                    async move { Ok::<_, Infallible>(respond(&admin, &request)) }
-                });
-                let connection = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), service);
-                if let Err(error) = connection.await {
-                    tracing::debug!(%error, "admin connection");
+        let tasks = tokio_util::task::TaskTracker::new();
+        if let Some((unix, path)) = unix {
+            let (admin, shutdown) = (admin.clone(), shutdown.clone());
+            tasks.spawn(async move {
+                loop {
+                    let stream = tokio::select! {
+                        () = shutdown.cancelled() => break,
+                        accepted = unix.accept() => match accepted {
+                            Ok((stream, _)) => stream,
+                            Err(error) => {
+                                tracing::debug!(%error, "admin socket accept failed");
+                                continue;
+                            }
+                        },
+                    };
+                    tokio::spawn(serve_connection(admin.clone(), stream));
                 }
+                let _ = std::fs::remove_file(path);
             });
         }
+        tasks.spawn(async move {
+            crate::proxy::accept_until(&tcp, &shutdown, |stream, _| {
+                tokio::spawn(serve_connection(admin.clone(), stream));
+            })
+            .await;
+        });
+        tasks.close();
+        tasks.wait().await;
     }))
+}
+
+/// The unix admin socket; a stale one (left by a killed agent of this pod) is replaced.
+fn bind_unix(path: &Path) -> std::io::Result<(UnixListener, PathBuf)> {
+    match std::fs::remove_file(path) {
+        Err(error) if error.kind() != std::io::ErrorKind::NotFound => {
+            return Err(std::io::Error::new(
+                error.kind(),
+                format!("cannot replace --admin-socket {}: {error}", path.display()),
+            ));
+        }
+        _ => {}
+    }
+    let listener = UnixListener::bind(path).map_err(|e| {
+        std::io::Error::new(
+            e.kind(),
+            format!("cannot listen on --admin-socket {}: {e}", path.display()),
+        )
+    })?;
+    Ok((listener, path.to_path_buf()))
+}
+
+async fn serve_connection<S>(admin: Arc<Admin>, stream: S)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let service = service_fn(move |request| {
+        let admin = admin.clone();
+        async move { Ok::<_, Infallible>(respond(&admin, &request)) }
+    });
+    let connection =
+        hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service);
+    if let Err(error) = connection.await {
+        tracing::debug!(%error, "admin connection");
+    }
 }
 
 fn respond<B>(admin: &Admin, request: &Request<B>) -> Response<Full<Bytes>> {

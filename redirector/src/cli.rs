@@ -51,6 +51,26 @@ pub enum Command {
     Crd,
     /// Detach the programs and remove every pin under --bpffs.
     Uninstall(UninstallArgs),
+    /// Ask this pod's own agent, over its --admin-socket, whether it is ready or alive
+    /// (exit status 0 if so): for exec probes, which stay with their own agent when two
+    /// run on a node during an upgrade.
+    Probe(ProbeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ProbeArgs {
+    /// `ready` (/readyz) or `live` (/healthz).
+    #[arg(value_enum)]
+    pub what: ProbeKind,
+    /// The agent's --admin-socket.
+    #[arg(long, value_name = "PATH")]
+    pub admin_socket: PathBuf,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum ProbeKind {
+    Ready,
+    Live,
 }
 
 #[derive(Debug, Args)]
@@ -119,6 +139,12 @@ pub struct RunArgs {
     /// Admin HTTP endpoint: /healthz, /readyz, /metrics.
     #[arg(long, value_name = "IP:PORT", default_value = "127.0.0.1:15000")]
     pub admin_addr: SocketAddr,
+
+    /// Also serve the admin endpoints on this unix socket, which belongs to this agent
+    /// alone: during an upgrade two agents share --admin-addr (either may answer), so
+    /// probes should use `redirector probe --admin-socket PATH`.
+    #[arg(long, value_name = "PATH")]
+    pub admin_socket: Option<PathBuf>,
 
     #[command(flatten)]
     pub bpffs: BpffsArg,

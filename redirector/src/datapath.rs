@@ -7,16 +7,22 @@
 
 mod dns;
 pub mod endpoint;
+mod link_update;
 mod maps;
 mod pins;
+mod writer;
 
-use std::{fs, io, path::PathBuf};
+use std::{
+    fs, io,
+    os::fd::{AsFd, BorrowedFd},
+    path::PathBuf,
+};
 
 use aya::{
     Ebpf, EbpfLoader,
     maps::{Array, MapData},
     programs::{
-        CgroupAttachMode, CgroupSkb, CgroupSkbAttachType, CgroupSockAddr, SockOps,
+        CgroupAttachMode, CgroupSkbAttachType, Program,
         links::{FdLink, PinnedLink},
     },
 };
@@ -24,6 +30,7 @@ pub use dns::{DnsMaps, DnsPending, Heartbeat, VirtualHostPins};
 pub use maps::{AgentSockets, BackendMap, PendingRecords, ScopeMap, SyncStats};
 pub use pins::PinLayout;
 use redirector_common::{DnsConfig, ProxyConfig, map_names, program_names};
+pub use writer::{MapWriter, WriterLock};
 
 /// The eBPF object built by `cargo xtask build-ebpf`, embedded at build time.
 static OBJECT: &[u8] = aya::include_bytes_aligned!(env!("REDIRECTOR_BPF_OBJECT"));
@@ -214,6 +221,15 @@ impl Datapath {
                     path: link_path.clone(),
                     source: source.into(),
                 })?;
+                // The link stays; its program becomes ours, atomically: an upgrade runs
+                // the new code from the next connect on, with no gap.
+                let program = load(&mut ebpf, name)?;
+                link_update::replace_program(&link_path, program).map_err(|source| {
+                    DatapathError::Link {
+                        path: link_path.clone(),
+                        source: format!("replacing its program: {source}").into(),
+                    }
+                })?;
                 Attachment::Adopted
             } else {
                 let link = attach(&mut ebpf, name, &cgroup_dir)?;
@@ -244,27 +260,47 @@ impl Datapath {
     }
 }
 
+/// Loads (verifies) the program `name` and returns its fd.
+fn load<'a>(ebpf: &'a mut Ebpf, name: &'static str) -> Result<BorrowedFd<'a>, DatapathError> {
+    let program = ebpf.program_mut(name).ok_or(DatapathError::Missing(name))?;
+    let loaded = match program {
+        Program::SockOps(program) => program.load(),
+        Program::CgroupSkb(program) => program.load(),
+        Program::CgroupSockAddr(program) => program.load(),
+        _ => return Err(DatapathError::Missing(name)),
+    };
+    loaded.map_err(|source| DatapathError::Program {
+        name,
+        source: source.into(),
+    })?;
+    let fd = program.fd().map_err(|source| DatapathError::Program {
+        name,
+        source: source.into(),
+    })?;
+    Ok(fd.as_fd())
+}
+
 fn attach(ebpf: &mut Ebpf, name: &'static str, cgroup: &fs::File) -> Result<FdLink, DatapathError> {
+    load(ebpf, name)?;
     let program = ebpf.program_mut(name).ok_or(DatapathError::Missing(name))?;
     let mut attached = || -> Result<FdLink, Box<dyn std::error::Error + Send + Sync>> {
         // bpf_link attachments take no flags (`Single` is "none") and always let other
         // programs, a CNI's say, run beside ours.
         let mode = CgroupAttachMode::Single;
-        if name == program_names::SOCK_OPS {
-            let program: &mut SockOps = program.try_into()?;
-            program.load()?;
-            let id = program.attach(cgroup, mode)?;
-            Ok(FdLink::try_from(program.take_link(id)?)?)
-        } else if name == program_names::DNS_EGRESS {
-            let program: &mut CgroupSkb = program.try_into()?;
-            program.load()?;
-            let id = program.attach(cgroup, CgroupSkbAttachType::Egress, mode)?;
-            Ok(FdLink::try_from(program.take_link(id)?)?)
-        } else {
-            let program: &mut CgroupSockAddr = program.try_into()?;
-            program.load()?;
-            let id = program.attach(cgroup, mode)?;
-            Ok(FdLink::try_from(program.take_link(id)?)?)
+        match program {
+            Program::SockOps(program) => {
+                let id = program.attach(cgroup, mode)?;
+                Ok(FdLink::try_from(program.take_link(id)?)?)
+            }
+            Program::CgroupSkb(program) => {
+                let id = program.attach(cgroup, CgroupSkbAttachType::Egress, mode)?;
+                Ok(FdLink::try_from(program.take_link(id)?)?)
+            }
+            Program::CgroupSockAddr(program) => {
+                let id = program.attach(cgroup, mode)?;
+                Ok(FdLink::try_from(program.take_link(id)?)?)
+            }
+            _ => Err("unexpected program type".into()),
         }
     };
     attached().map_err(|source| DatapathError::Program { name, source })

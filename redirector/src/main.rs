@@ -60,6 +60,13 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Command::Uninstall(args) => run::uninstall(&args.bpffs.bpffs),
+        Command::Probe(args) => {
+            let path = match args.what {
+                cli::ProbeKind::Ready => "/readyz",
+                cli::ProbeKind::Live => "/healthz",
+            };
+            status::probe(&args.admin_socket, path)
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

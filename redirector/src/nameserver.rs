@@ -15,12 +15,16 @@ mod udp;
 
 use std::{io, net::SocketAddr, sync::Arc, time::Duration};
 
-use tokio::net::{TcpListener, TcpSocket, UdpSocket};
+use socket2::{Domain, Protocol, Socket, Type};
+use tokio::net::{TcpListener, UdpSocket};
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 pub use metrics::DnsMetrics;
 
-use crate::{datapath::DnsPending, proxy::Shared};
+use crate::{
+    datapath::DnsPending,
+    proxy::{self, Shared},
+};
 
 /// How long a forwarded query may wait for its nameserver.
 const FORWARD_TIMEOUT: Duration = Duration::from_secs(5);
@@ -41,32 +45,29 @@ pub struct Listeners {
     tcp: Vec<TcpListener>,
 }
 
-/// Binds UDP and TCP on every address.
+/// Binds UDP and TCP on every address, shared with a second agent during an upgrade
+/// (SO_REUSEPORT, as the proxy's listeners).
 pub fn bind(addrs: &[SocketAddr]) -> io::Result<Listeners> {
-    let context = |addr: SocketAddr| {
-        move |error: io::Error| {
-            io::Error::new(
-                error.kind(),
-                format!("cannot listen for DNS on {addr} (see --dns-port): {error}"),
-            )
-        }
-    };
     let mut listeners = Listeners {
         udp: Vec::new(),
         tcp: Vec::new(),
     };
     for addr in addrs {
-        let std = std::net::UdpSocket::bind(addr).map_err(context(*addr))?;
-        std.set_nonblocking(true)?;
-        listeners.udp.push(UdpSocket::from_std(std)?);
-        let socket = if addr.is_ipv4() {
-            TcpSocket::new_v4()?
-        } else {
-            TcpSocket::new_v6()?
-        };
-        socket.set_reuseaddr(true)?;
-        socket.bind(*addr).map_err(context(*addr))?;
-        listeners.tcp.push(socket.listen(1024)?);
+        let socket = Socket::new(Domain::for_address(*addr), Type::DGRAM, Some(Protocol::UDP))?;
+        socket.set_reuse_address(true)?;
+        socket.set_reuse_port(true)?;
+        socket.set_nonblocking(true)?;
+        socket.bind(&(*addr).into()).map_err(|error| {
+            io::Error::new(
+                error.kind(),
+                format!("cannot listen for DNS on {addr} (see --dns-port): {error}"),
+            )
+        })?;
+        listeners.udp.push(UdpSocket::from_std(socket.into())?);
+        let flag = format!("--dns-port (DNS over TCP on {})", addr.ip());
+        listeners
+            .tcp
+            .push(proxy::listen_shared(*addr, 1024, &flag)?);
     }
     Ok(listeners)
 }

@@ -74,23 +74,26 @@ impl Shared {
 pub fn bind(addrs: &[SocketAddr]) -> io::Result<Vec<TcpListener>> {
     addrs
         .iter()
-        .map(|addr| {
-            let socket = if addr.is_ipv4() {
-                TcpSocket::new_v4()?
-            } else {
-                TcpSocket::new_v6()?
-            };
-            // A restarted agent must be able to bind while old connections linger.
-            socket.set_reuseaddr(true)?;
-            socket.bind(*addr).map_err(|e| {
-                io::Error::new(
-                    e.kind(),
-                    format!("cannot listen on --proxy-addr {addr}: {e}"),
-                )
-            })?;
-            socket.listen(4096)
-        })
+        .map(|addr| listen_shared(*addr, 4096, "--proxy-addr"))
         .collect()
+}
+
+/// A TCP listener that a second agent on the node can join (SO_REUSEPORT): during an
+/// upgrade the new agent listens beside the old one, and when the old one closes its
+/// listener the kernel hands its queued connections to the new one (`tcp_migrate_req`).
+pub fn listen_shared(addr: SocketAddr, backlog: u32, flag: &str) -> io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() {
+        TcpSocket::new_v4()?
+    } else {
+        TcpSocket::new_v6()?
+    };
+    // A restarted agent must be able to bind while old connections linger.
+    socket.set_reuseaddr(true)?;
+    socket.set_reuseport(true)?;
+    socket
+        .bind(addr)
+        .map_err(|e| io::Error::new(e.kind(), format!("cannot listen on {flag} {addr}: {e}")))?;
+    socket.listen(backlog)
 }
 
 /// Accepts until `shutdown` fires, then waits up to `drain` for open connections.

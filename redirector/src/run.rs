@@ -21,7 +21,7 @@ use crate::{
     admin::{self, Admin, Readiness},
     backend::Catalog,
     cli::{BackendScope, CaptureArgs, RunArgs},
-    datapath::{self, Attachment, Datapath, Heartbeat, MapSizes, PinLayout, endpoint},
+    datapath::{self, Attachment, Datapath, Heartbeat, MapSizes, MapWriter, PinLayout, endpoint},
     kubernetes::{
         KubeSource,
         status::{ObjectStatus, StatusWriter},
@@ -74,7 +74,13 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     };
     // Serving before the first sync: /healthz answers while the API server is slow or
     // down at start (a liveness probe must not restart us for it); /readyz says 503.
-    let admin_task = admin::serve(args.admin_addr, admin, shutdown.clone()).await?;
+    let admin_task = admin::serve(
+        args.admin_addr,
+        args.admin_socket.as_deref(),
+        admin,
+        shutdown.clone(),
+    )
+    .await?;
 
     // The first sync may wait for an API server that is down: a signal must still stop us.
     let (catalog, catalogs_rx, status_writer) = tokio::select! {
@@ -95,6 +101,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         },
         args.http.access_log.as_deref(),
     )?;
+    enable_request_migration();
     let listeners = proxy::bind(&args.proxy_addrs)?;
     let capture = &args.dns.capture;
     let dns_addrs: Vec<SocketAddr> = (args.proxy_addrs.iter())
@@ -161,8 +168,10 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         max_ttl: args.dns.dns_max_ttl,
         grace: args.dns.dns_grace,
     };
+    let writer = MapWriter::claim(layout.root()).context("locking the Backend map for writing")?;
     let mut reconciler = Reconciler::new(
         backends,
+        writer,
         shared.clone(),
         resolver,
         dns,
@@ -215,11 +224,13 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
                 metrics: dns_metrics,
                 answer_ttl: u32::try_from(capture.dns_answer_ttl.as_secs()).unwrap_or(u32::MAX),
             });
-            tokio::spawn(nameserver::serve(listeners, context, shutdown.clone()));
+            let dns_stop = CancellationToken::new();
+            tokio::spawn(nameserver::serve(listeners, context, dns_stop.clone()));
             // Capture starts with the first beat: the listener is up and the names known.
             Some(tokio::spawn(heartbeat(
                 dns_maps.heartbeat,
                 shutdown.clone(),
+                dns_stop,
             )))
         }
         None => None,
@@ -325,6 +336,27 @@ fn proxy_config(addrs: &[SocketAddr]) -> anyhow::Result<ProxyConfig> {
     Ok(config)
 }
 
+/// `net.ipv4.tcp_migrate_req = 1` (IPv4 and IPv6): when an agent closes a listener it
+/// shares with a newer agent (SO_REUSEPORT), the connections queued on it move to the
+/// newer one instead of being reset. A per-network-namespace setting.
+fn enable_request_migration() {
+    const PATH: &str = "/proc/sys/net/ipv4/tcp_migrate_req";
+    match std::fs::read_to_string(PATH) {
+        Ok(value) if value.trim() == "1" => {}
+        _ => match std::fs::write(PATH, "1") {
+            Ok(()) => tracing::info!(
+                "set net.ipv4.tcp_migrate_req=1: connections queued on an agent that stops \
+                 move to the agent that replaces it"
+            ),
+            Err(error) => tracing::warn!(
+                %error,
+                "cannot set net.ipv4.tcp_migrate_req=1: during an upgrade, connections \
+                 queued on the old agent's listeners may be reset"
+            ),
+        },
+    }
+}
+
 /// The datapath's DNS capture settings.
 fn dns_config(
     capture: &CaptureArgs,
@@ -386,22 +418,35 @@ fn own_cgroup(attached: &Path) -> anyhow::Result<(PathBuf, u64)> {
     Ok((path, id))
 }
 
-/// Refreshes the datapath's heartbeat until `shutdown`, then stops it at once.
-async fn heartbeat(mut beat: Heartbeat, shutdown: CancellationToken) {
+/// Refreshes the datapath's heartbeat until `shutdown`. Then, unless another agent
+/// beats too (an upgrade: the new agent keeps capture alive), stops it at once so pods
+/// use their own nameservers; only after that does the DNS listener close (`dns_stop`),
+/// so no query is captured towards a closed port.
+async fn heartbeat(mut beat: Heartbeat, shutdown: CancellationToken, dns_stop: CancellationToken) {
     let mut ticks = tokio::time::interval(Heartbeat::INTERVAL);
+    let mut last = 0;
     loop {
         tokio::select! {
             () = shutdown.cancelled() => break,
-            _ = ticks.tick() => {
-                if let Err(error) = beat.beat() {
-                    tracing::warn!(%error, "cannot refresh the DNS capture heartbeat");
-                }
+            _ = ticks.tick() => match beat.beat() {
+                Ok(written) => last = written,
+                Err(error) => tracing::warn!(%error, "cannot refresh the DNS capture heartbeat"),
+            },
+        }
+    }
+    // Another agent's beat lands within one interval.
+    tokio::time::sleep(Heartbeat::INTERVAL + Heartbeat::INTERVAL / 5).await;
+    match beat.read() {
+        Ok(now) if now != last => {
+            tracing::info!("another agent keeps DNS capture alive; leaving the heartbeat to it");
+        }
+        _ => {
+            if let Err(error) = beat.stop() {
+                tracing::warn!(%error, "cannot stop the DNS capture heartbeat; it lapses within seconds");
             }
         }
     }
-    if let Err(error) = beat.stop() {
-        tracing::warn!(%error, "cannot stop the DNS capture heartbeat; it lapses within seconds");
-    }
+    dns_stop.cancel();
 }
 
 /// SIGTERM (kubelet, systemd) and SIGINT (Ctrl-C) both mean: drain and exit 0.

@@ -118,19 +118,38 @@ fn render(statuses: &[BackendStatus]) -> String {
 
 /// A one-shot HTTP/1.0 GET; the admin endpoint is local and answers small bodies.
 fn http_get(addr: SocketAddr, path: &str) -> anyhow::Result<String> {
-    let timeout = Duration::from_secs(5);
-    let mut stream = TcpStream::connect_timeout(&addr, timeout)
+    let stream = TcpStream::connect_timeout(&addr, TIMEOUT)
         .map_err(|e| anyhow::anyhow!("cannot reach the agent's admin endpoint at {addr} ({e}); is `redirector run` running with this --admin-addr?"))?;
-    stream.set_read_timeout(Some(timeout))?;
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n")?;
+    stream.set_read_timeout(Some(TIMEOUT))?;
+    get_over(stream, &addr.to_string(), path)
+}
+
+const TIMEOUT: Duration = Duration::from_secs(5);
+
+/// `GET path` on an open connection to the admin endpoint; the body if it says 200.
+fn get_over(mut stream: impl Read + Write, host: &str, path: &str) -> anyhow::Result<String> {
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: {host}\r\n\r\n")?;
     let mut response = String::new();
     stream.read_to_string(&mut response)?;
     let (head, body) = response
         .split_once("\r\n\r\n")
-        .ok_or_else(|| anyhow::anyhow!("malformed HTTP answer from {addr}"))?;
+        .ok_or_else(|| anyhow::anyhow!("malformed HTTP answer from {host}"))?;
     let status = head.lines().next().unwrap_or_default();
-    anyhow::ensure!(status.contains(" 200 "), "{addr}{path} answered {status}");
+    anyhow::ensure!(status.contains(" 200 "), "{host}{path} answered {status}");
     Ok(body.to_owned())
+}
+
+/// `redirector probe ready|live --admin-socket PATH`: exit 0 if this pod's own agent
+/// answers 200 on `/readyz` or `/healthz` (for exec probes; see deploy/daemonset.yaml).
+pub fn probe(socket: &std::path::Path, path: &str) -> anyhow::Result<()> {
+    let stream = std::os::unix::net::UnixStream::connect(socket).map_err(|e| {
+        anyhow::anyhow!(
+            "cannot reach the agent's admin socket {} ({e}); is `redirector run` running with --admin-socket?",
+            socket.display()
+        )
+    })?;
+    stream.set_read_timeout(Some(TIMEOUT))?;
+    get_over(stream, "localhost", path).map(drop)
 }
 
 #[cfg(test)]

@@ -32,9 +32,16 @@ impl Heartbeat {
         Self { map }
     }
 
-    /// Says "alive" now.
-    pub fn beat(&mut self) -> Result<(), MapError> {
-        self.map.set(0, boot_time_ns(), 0)
+    /// Says "alive" now; returns the value written.
+    pub fn beat(&mut self) -> Result<u64, MapError> {
+        let now = boot_time_ns();
+        self.map.set(0, now, 0)?;
+        Ok(now)
+    }
+
+    /// The value in the map: ours, or another agent's (during an upgrade both beat).
+    pub fn read(&self) -> Result<u64, MapError> {
+        self.map.get(&0, 0)
     }
 
     /// Says "gone": pods use their own nameservers at once.

@@ -41,6 +41,16 @@ pub struct SyncStats {
 }
 
 impl SyncStats {
+    /// The sizes a sync to `desired` would leave, without writing (another agent writes).
+    pub fn of(desired: &Endpoints, is_virtual: impl Fn(&Endpoint) -> bool) -> Self {
+        let virtual_total = desired.keys().filter(|at| is_virtual(&at.endpoint)).count();
+        Self {
+            total: desired.len() - virtual_total,
+            virtual_total,
+            ..Self::default()
+        }
+    }
+
     /// Counts a write or delete of the entry at `at`.
     fn count(&mut self, at: &BackendKey, is_virtual: &impl Fn(&Endpoint) -> bool, kind: Change) {
         if is_virtual(&at.endpoint) {
@@ -73,6 +83,12 @@ impl BackendMap {
         }
     }
 
+    /// Forgets what it last wrote: the next sync reads the kernel's state (another agent
+    /// wrote the map meanwhile).
+    pub fn forget_synced(&mut self) {
+        self.synced = None;
+    }
+
     /// Makes the map equal to `desired`. New and changed entries are written before
     /// stale ones are deleted, and nothing is ever cleared wholesale, so an address
     /// present before and after is matched throughout.
@@ -95,12 +111,7 @@ impl BackendMap {
                 self.endpoints.keys().collect::<Result<_, _>>()?,
             ),
         };
-        let virtual_total = desired.keys().filter(|at| is_virtual(&at.endpoint)).count();
-        let mut stats = SyncStats {
-            total: desired.len() - virtual_total,
-            virtual_total,
-            ..SyncStats::default()
-        };
+        let mut stats = SyncStats::of(desired, &is_virtual);
         let wanted: BTreeSet<Endpoint> = desired.keys().map(|key| key.endpoint).collect();
         // ENDPOINTS grows before BACKENDS and shrinks after it: a connect never misses a
         // Backend entry because the pre-filter did not know its address yet.

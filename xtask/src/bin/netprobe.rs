@@ -9,7 +9,7 @@
 //! netprobe connect HOST:PORT [-4|-6] [--send TEXT] [--timeout-ms N]
 //!                            [--tls-sni NAME | --tls-no-sni] [--tls-split N]
 //! netprobe get HOST:PORT PATH
-//! netprobe connect-many IP:PORT COUNT
+//! netprobe connect-many IP:PORT COUNT [INTERVAL_MS]
 //! netprobe serve-http ADDR
 //! netprobe ws HOST:PORT PATH [-4|-6] [--send TEXT]...
 //! ```
@@ -30,11 +30,14 @@
 //! client) with that SNI, `--tls-no-sni` without SNI; the JSON then has `"tls": VERSION`.
 //! `--tls-split N` sends the ClientHello in TCP segments of at most N bytes.
 //! `get` is a minimal HTTP/1.0 GET that prints the body (exit status 1 unless 2xx).
-//! `connect-many` connects COUNT times, one after the other (no name resolution); each
+//! `connect-many` connects COUNT times, one after the other, one starting every
+//! INTERVAL_MS at most if given (no name resolution); each
 //! connection that opens is half-closed and read to EOF before it is closed, so a server
 //! or proxy behind it sees complete connections. It prints one JSON line with the
 //! outcomes, `{"connects":N,"ok":..,"refused":..,"denied":..,"other":..,"elapsed_ns":..}`
-//! (`denied`: EPERM/EACCES), exit status 0 whatever they were.
+//! (`denied`: EPERM/EACCES) and `seen_by_server` (replies by the peer IP the server
+//! saw), exit status 0 whatever they were. `connect --send-after-ms N` prints
+//! `{"connected":PEER}` once connected and waits N ms before sending.
 //! `serve-http` and `ws`: an HTTP/1.1 server (events, late answers, WebSocket echo) and
 //! a WebSocket client; see `netprobe/http.rs` and `netprobe/websocket.rs`.
 
@@ -56,7 +59,7 @@ const USAGE: &str = "usage: netprobe serve ADDR\n       \
                      netprobe connect HOST:PORT [-4|-6] [--send TEXT] [--timeout-ms N] \
                      [--tls-sni NAME | --tls-no-sni] [--tls-split N]\n       \
                      netprobe get HOST:PORT PATH\n       \
-                     netprobe connect-many IP:PORT COUNT\n       \
+                     netprobe connect-many IP:PORT COUNT [INTERVAL_MS]\n       \
                      netprobe serve-http ADDR\n       \
                      netprobe ws HOST:PORT PATH [-4|-6] [--send TEXT]...";
 
@@ -70,7 +73,8 @@ fn main() -> ExitCode {
             Err(e) => usage(&e),
         },
         Some("get") if args.len() == 3 => get(&args[1], &args[2]),
-        Some("connect-many") if args.len() == 3 => connect_many(&args[1], &args[2]),
+        Some("connect-many") if args.len() == 3 => connect_many(&args[1], &args[2], None),
+        Some("connect-many") if args.len() == 4 => connect_many(&args[1], &args[2], Some(&args[3])),
         Some("serve-http") if args.len() == 2 => http::serve(&args[1]),
         Some("ws") => websocket::client(&args[1..]),
         _ => usage("missing or unknown command"),
@@ -171,6 +175,9 @@ struct ConnectArgs {
     tls: Option<Option<String>>,
     /// With `tls`: the ClientHello in segments of at most this many bytes.
     tls_split: Option<usize>,
+    /// Wait this long after connecting before sending (a connection that outlives an
+    /// event, e.g. the agent's restart).
+    send_after: Duration,
 }
 
 impl ConnectArgs {
@@ -182,6 +189,7 @@ impl ConnectArgs {
             timeout: Duration::from_millis(5000),
             tls: None,
             tls_split: None,
+            send_after: Duration::ZERO,
         };
         let mut it = args.iter();
         while let Some(arg) = it.next() {
@@ -202,6 +210,13 @@ impl ConnectArgs {
                     let ms = it.next().ok_or("--timeout-ms needs N")?;
                     let ms: u64 = ms.parse().map_err(|_| format!("bad --timeout-ms {ms:?}"))?;
                     parsed.timeout = Duration::from_millis(ms.max(1));
+                }
+                "--send-after-ms" => {
+                    let ms = it.next().ok_or("--send-after-ms needs N")?;
+                    let ms: u64 = ms
+                        .parse()
+                        .map_err(|_| format!("bad --send-after-ms {ms:?}"))?;
+                    parsed.send_after = Duration::from_millis(ms);
                 }
                 _ if parsed.target.is_empty() && !arg.starts_with('-') => {
                     parsed.target.clone_from(arg);
@@ -293,6 +308,12 @@ fn try_connect(args: &ConnectArgs) -> Result<serde_json::Value, Failure> {
             "tls": version,
         }));
     }
+    if !args.send_after.is_zero() {
+        // Connected (and the connected line printed): a test can act, then see the
+        // connection finish.
+        say(&json!({"connected": show(peer)}).to_string());
+        std::thread::sleep(args.send_after);
+    }
     if let Some(text) = &args.send {
         stream.write_all(text.as_bytes()).map_err(io)?;
     }
@@ -342,22 +363,38 @@ fn get(target: &str, path: &str) -> ExitCode {
     }
 }
 
-/// `netprobe connect-many IP:PORT COUNT`: COUNT connects in a row, outcomes counted.
-fn connect_many(target: &str, count: &str) -> ExitCode {
+/// `netprobe connect-many IP:PORT COUNT [INTERVAL_MS]`: COUNT connects in a row (one
+/// starting every INTERVAL_MS at most), outcomes counted, and the replies by the peer
+/// address the server saw.
+fn connect_many(target: &str, count: &str, interval: Option<&str>) -> ExitCode {
     let Ok(addr) = target.parse::<SocketAddr>() else {
         return usage(&format!("connect-many needs IP:PORT, not {target:?}"));
     };
     let Ok(count) = count.parse::<u64>() else {
         return usage(&format!("connect-many needs a COUNT, not {count:?}"));
     };
+    let interval = match interval.map(str::parse::<u64>) {
+        None => Duration::ZERO,
+        Some(Ok(ms)) => Duration::from_millis(ms),
+        Some(Err(_)) => return usage("connect-many needs INTERVAL_MS in milliseconds"),
+    };
+    let mut seen: std::collections::BTreeMap<String, u64> = std::collections::BTreeMap::new();
     let timeout = Duration::from_secs(5);
     let (mut ok, mut refused, mut denied, mut other) = (0u64, 0u64, 0u64, 0u64);
     let mut last_other = None;
     let started = std::time::Instant::now();
-    for _ in 0..count {
+    for n in 0..count {
+        let due = started + interval * u32::try_from(n).unwrap_or(u32::MAX);
+        std::thread::sleep(due.saturating_duration_since(std::time::Instant::now()));
         match TcpStream::connect_timeout(&addr, timeout) {
             Ok(stream) => match drain(stream, timeout) {
-                Ok(()) => ok += 1,
+                Ok(reply) => {
+                    ok += 1;
+                    // `peer=IP:PORT got=...`: who the server saw (proxy or client).
+                    let peer = (reply.strip_prefix("peer=").and_then(|r| r.rsplit_once(':')))
+                        .map_or("-", |(ip, _)| ip);
+                    *seen.entry(peer.to_owned()).or_default() += 1;
+                }
                 Err(e) => {
                     other += 1;
                     last_other = Some(format!("io: {e}"));
@@ -381,15 +418,17 @@ fn connect_many(target: &str, count: &str) -> ExitCode {
         "other": other,
         "last_other": last_other,
         "elapsed_ns": elapsed_ns,
+        "seen_by_server": seen,
     })
     .to_string());
     ExitCode::SUCCESS
 }
 
 /// Half-closes, reads the reply to EOF, closes.
-fn drain(mut stream: TcpStream, timeout: Duration) -> std::io::Result<()> {
+fn drain(mut stream: TcpStream, timeout: Duration) -> std::io::Result<String> {
     stream.set_read_timeout(Some(timeout))?;
     stream.shutdown(Shutdown::Write)?;
-    let mut sink = Vec::new();
-    stream.read_to_end(&mut sink).map(drop)
+    let mut reply = Vec::new();
+    stream.read_to_end(&mut reply)?;
+    Ok(String::from_utf8_lossy(&reply).into_owned())
 }
