@@ -30,7 +30,7 @@ pub use dns::{DnsMaps, DnsPending, Heartbeat, VirtualHostPins};
 pub use maps::{AgentSockets, BackendMap, PendingRecords, ScopeMap, SyncStats};
 pub use pins::PinLayout;
 use redirector_common::{DnsConfig, ProxyConfig, map_names, program_names};
-pub use writer::{MapWriter, WriterLock};
+use writer::MapWriter;
 
 /// The eBPF object built by `cargo xtask build-ebpf`, embedded at build time.
 static OBJECT: &[u8] = aya::include_bytes_aligned!(env!("REDIRECTOR_BPF_OBJECT"));
@@ -242,8 +242,16 @@ impl Datapath {
             attachments.push((name, attachment));
         }
 
+        let writer = MapWriter::claim(layout.root()).map_err(|source| DatapathError::Io {
+            what: format!(
+                "lock {} for writing the Backend map",
+                layout.root().display()
+            ),
+            source,
+        })?;
         Ok(Datapath {
             backends: BackendMap::new(
+                writer,
                 take_map(&mut ebpf, map_names::BACKENDS)?,
                 take_map(&mut ebpf, map_names::ENDPOINTS)?,
             ),

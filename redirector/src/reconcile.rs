@@ -26,7 +26,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{
     backend::{Backend, Catalog, ObjectKey},
-    datapath::{BackendMap, MapWriter, SyncStats},
+    datapath::{BackendMap, SyncStats},
     kubernetes::status::{ObjectStatus, object_statuses},
     proxy::Shared,
     resolver::Resolver,
@@ -76,8 +76,6 @@ impl ReconcileMetrics {
 
 pub struct Reconciler {
     map: BackendMap,
-    /// Only the holder of the node's writer lock syncs the map (see `MapWriter`).
-    writer: MapWriter,
     shared: Arc<Shared>,
     resolver: Resolver,
     dns: DnsCache,
@@ -97,7 +95,6 @@ pub struct Reconciler {
 impl Reconciler {
     pub fn new(
         map: BackendMap,
-        writer: MapWriter,
         shared: Arc<Shared>,
         resolver: Resolver,
         dns: DnsSettings,
@@ -107,7 +104,6 @@ impl Reconciler {
     ) -> Self {
         Self {
             map,
-            writer,
             shared,
             resolver,
             dns: DnsCache::new(dns),
@@ -364,20 +360,9 @@ impl Reconciler {
                 .fold(hosts_check, Instant::min);
             tokio::select! {
                 () = shutdown.cancelled() => return,
-                taken = wait_for_writer(&mut self.writer) => {
-                    match taken {
-                        Ok(lock) => {
-                            tracing::info!("took over writing the Backend map: syncing it by diff");
-                            self.writer = MapWriter::Holding(lock);
-                            self.map.forget_synced();
-                            if let Err(error) = self.publish() {
-                                tracing::error!("syncing the Backend map after the takeover: {error:#}");
-                            }
-                        }
-                        Err(error) => {
-                            tracing::error!(%error, "cannot take the Backend map's writer lock; this agent will not write the map");
-                            self.writer = MapWriter::Waiting(tokio::sync::oneshot::channel().1);
-                        }
+                () = self.map.take_over() => {
+                    if let Err(error) = self.publish() {
+                        tracing::error!("syncing the Backend map after the takeover: {error:#}");
                     }
                 }
                 catalog = catalogs.recv() => {
@@ -400,17 +385,5 @@ impl Reconciler {
                 }
             }
         }
-    }
-}
-
-/// Resolves once the writer lock is ours; never while holding it.
-async fn wait_for_writer(writer: &mut MapWriter) -> std::io::Result<crate::datapath::WriterLock> {
-    match writer {
-        MapWriter::Holding(_) => std::future::pending().await,
-        MapWriter::Waiting(rx) => match rx.await {
-            Ok(taken) => taken,
-            // The waiting thread is gone: wait forever rather than write unlocked.
-            Err(_) => std::future::pending().await,
-        },
     }
 }

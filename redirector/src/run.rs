@@ -21,7 +21,7 @@ use crate::{
     admin::{self, Admin, Readiness},
     backend::Catalog,
     cli::{BackendScope, CaptureArgs, RunArgs},
-    datapath::{self, Attachment, Datapath, Heartbeat, MapSizes, MapWriter, PinLayout, endpoint},
+    datapath::{self, Attachment, Datapath, Heartbeat, MapSizes, PinLayout, endpoint},
     kubernetes::{
         KubeSource,
         status::{ObjectStatus, StatusWriter},
@@ -168,10 +168,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         max_ttl: args.dns.dns_max_ttl,
         grace: args.dns.dns_grace,
     };
-    let writer = MapWriter::claim(layout.root()).context("locking the Backend map for writing")?;
     let mut reconciler = Reconciler::new(
         backends,
-        writer,
         shared.clone(),
         resolver,
         dns,

@@ -10,12 +10,15 @@ use std::{
 use aya::maps::{Array, HashMap, MapData, MapError};
 use redirector_common::{BackendKey, Endpoint, ProxyConfig, Redirect};
 
-use super::endpoint;
+use super::{MapWriter, endpoint};
 use crate::table::{BackendId, Endpoints};
 
 /// `BACKENDS`: (scope, address, port) -> Backend id, and `ENDPOINTS`, the same addresses
 /// without scope. Written only by the agent, by diff.
 pub struct BackendMap {
+    /// Only the holder of the node's writer lock writes (two agents run during an
+    /// upgrade); the other one computes what it would write.
+    writer: MapWriter,
     map: HashMap<MapData, BackendKey, u64>,
     endpoints: HashMap<MapData, Endpoint, u32>,
     /// What the kernel maps hold after the last successful sync: a sync touches only
@@ -42,7 +45,7 @@ pub struct SyncStats {
 
 impl SyncStats {
     /// The sizes a sync to `desired` would leave, without writing (another agent writes).
-    pub fn of(desired: &Endpoints, is_virtual: impl Fn(&Endpoint) -> bool) -> Self {
+    fn of(desired: &Endpoints, is_virtual: impl Fn(&Endpoint) -> bool) -> Self {
         let virtual_total = desired.keys().filter(|at| is_virtual(&at.endpoint)).count();
         Self {
             total: desired.len() - virtual_total,
@@ -73,20 +76,38 @@ enum Change {
 
 impl BackendMap {
     pub fn new(
+        writer: MapWriter,
         map: HashMap<MapData, BackendKey, u64>,
         endpoints: HashMap<MapData, Endpoint, u32>,
     ) -> Self {
         Self {
+            writer,
             map,
             endpoints,
             synced: None,
         }
     }
 
-    /// Forgets what it last wrote: the next sync reads the kernel's state (another agent
-    /// wrote the map meanwhile).
-    pub fn forget_synced(&mut self) {
-        self.synced = None;
+    /// Resolves when this agent has just taken over writing the map from another one
+    /// (the next sync reads the kernel's state, which the other agent wrote); never
+    /// while it holds the lock already.
+    pub async fn take_over(&mut self) {
+        let MapWriter::Waiting(waiting) = &mut self.writer else {
+            return std::future::pending().await;
+        };
+        match waiting.await {
+            Ok(Ok(lock)) => {
+                tracing::info!("took over writing the Backend map: syncing it by diff");
+                self.writer = MapWriter::Holding(lock);
+                self.synced = None;
+            }
+            Ok(Err(error)) => {
+                tracing::error!(%error, "cannot take the Backend map's writer lock; this agent will not write the map");
+                self.writer = MapWriter::Waiting(tokio::sync::oneshot::channel().1);
+            }
+            // The waiting thread is gone: wait forever rather than write unlocked.
+            Err(_) => std::future::pending().await,
+        }
     }
 
     /// Makes the map equal to `desired`. New and changed entries are written before
@@ -97,6 +118,10 @@ impl BackendMap {
         desired: &Arc<Endpoints>,
         is_virtual: impl Fn(&Endpoint) -> bool,
     ) -> Result<SyncStats, MapError> {
+        if let MapWriter::Waiting(_) = self.writer {
+            // The other agent keeps the map as its table says.
+            return Ok(SyncStats::of(desired, is_virtual));
+        }
         let (current, present): (Arc<Endpoints>, BTreeSet<Endpoint>) = match self.synced.take() {
             Some(synced) => {
                 let present = synced.keys().map(|at| at.endpoint).collect();
