@@ -105,6 +105,41 @@ pub enum DatapathError {
          run `redirector uninstall --bpffs {pins}` first, or pass the same --cgroup"
     )]
     OtherCgroup { pins: PathBuf, cgroup: PathBuf },
+    #[error(
+        "the maps pinned under {pins} have another layout ({found}) than this agent's \
+         (layout-{LAYOUT_VERSION}): run `redirector uninstall --bpffs {pins}` first (connects \
+         to Backends go direct until the agent is running again)"
+    )]
+    OtherLayout { pins: PathBuf, found: String },
+}
+
+/// Version of the pinned maps' layout (names, key and value types). Bumped when a map an
+/// older agent pinned can no longer be used as it is; adding maps needs no bump (pins
+/// without a marker, from before markers, are layout 2 too).
+const LAYOUT_VERSION: u32 = 2;
+
+/// Refuses pins of another layout, and marks the pins with ours.
+fn ensure_layout(layout: &PinLayout) -> Result<(), DatapathError> {
+    let io = |what: String| move |source| DatapathError::Io { what, source };
+    let ours = layout.layout_marker(LAYOUT_VERSION);
+    let found = layout
+        .layout_markers()
+        .map_err(io(format!("list {}", layout.root().display())))?;
+    if let Some(other) = found.iter().find(|marker| **marker != ours) {
+        return Err(DatapathError::OtherLayout {
+            pins: layout.root().to_path_buf(),
+            found: other
+                .file_name()
+                .map(|name| name.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+        });
+    }
+    match fs::create_dir(&ours) {
+        Err(error) if error.kind() != io::ErrorKind::AlreadyExists => {
+            Err(io(format!("create {}", ours.display()))(error))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Pinned links stay attached to the cgroup they were made for. A marker directory on
@@ -178,6 +213,7 @@ impl Datapath {
         dns: &DnsConfig,
     ) -> Result<Datapath, DatapathError> {
         layout.prepare()?;
+        ensure_layout(layout)?;
         let mut loader = EbpfLoader::new();
         let pin_paths: Vec<(&str, PathBuf)> = MAPS.iter().map(|n| (*n, layout.map(n))).collect();
         for (name, path) in &pin_paths {
@@ -381,7 +417,8 @@ pub fn uninstall(layout: &PinLayout) -> Result<Vec<PathBuf>, DatapathError> {
             }
         }
     }
-    let markers = layout.cgroup_markers().unwrap_or_default();
+    let mut markers = layout.cgroup_markers().unwrap_or_default();
+    markers.extend(layout.layout_markers().unwrap_or_default());
     let dirs = [
         layout.links_dir(),
         layout.maps_dir(),

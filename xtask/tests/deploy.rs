@@ -251,38 +251,47 @@ fn mounts_probes_and_grace_period_fit_the_agent_arguments() {
         );
     }
 
-    // Probes reach the admin listener.
-    let admin = flag_value(&args, "--admin-addr").unwrap_or("127.0.0.1:15000");
-    let (admin_host, admin_port) = admin.rsplit_once(':').unwrap();
-    let admin_port: i32 = admin_port.parse().unwrap();
-    let ports = container.ports.as_deref().unwrap_or_default();
-    for (probe, path) in [
-        (&container.readiness_probe, "/readyz"),
-        (&container.liveness_probe, "/healthz"),
+    // Probes reach this pod's own agent: exec probes on its --admin-socket (two agents
+    // share the admin port during a rollout), in a writable volume of this pod.
+    let socket = flag_value(&args, "--admin-socket").expect("--admin-socket");
+    assert_mounted(container, socket, false);
+    for (probe, what) in [
+        (&container.readiness_probe, "ready"),
+        (&container.liveness_probe, "live"),
     ] {
-        let get = probe
+        let command = probe
             .as_ref()
-            .and_then(|p| p.http_get.as_ref())
-            .unwrap_or_else(|| panic!("an httpGet probe on {path}"));
-        assert_eq!(get.path.as_deref(), Some(path));
-        let port = match &get.port {
-            IntOrString::Int(port) => *port,
-            IntOrString::String(name) => {
-                ports
-                    .iter()
-                    .find(|p| p.name.as_deref() == Some(name))
-                    .unwrap_or_else(|| panic!("no container port named {name}"))
-                    .container_port
-            }
-        };
-        assert_eq!(port, admin_port, "{path} probe port");
-        // Without a host the kubelet probes the pod IP, which is the node IP here.
-        let host = get.host.as_deref().unwrap_or("$(NODE_IP)");
-        assert!(
-            admin_host == host || admin_host == "0.0.0.0",
-            "{path} probe goes to {host}, the agent listens on {admin}"
+            .and_then(|p| p.exec.as_ref())
+            .and_then(|exec| exec.command.clone())
+            .unwrap_or_else(|| panic!("an exec probe for {what}"));
+        assert_eq!(
+            command,
+            [
+                "/usr/local/bin/redirector",
+                "probe",
+                what,
+                "--admin-socket",
+                socket
+            ],
+            "{what} probe"
         );
+        assert_parses(&command[1..]);
     }
+    // A rollout starts the new pod beside the old one: no host ports may collide (with
+    // hostNetwork every containerPort is one), and none is unavailable meanwhile.
+    assert!(
+        container.ports.is_none(),
+        "no (host) ports: {:?}",
+        container.ports
+    );
+    let strategy = (daemon_set.spec.as_ref()).and_then(|spec| spec.update_strategy.as_ref());
+    let daemonset_strategy = strategy.expect("updateStrategy");
+    let rolling = daemonset_strategy
+        .rolling_update
+        .as_ref()
+        .expect("rollingUpdate");
+    assert_eq!(rolling.max_surge, Some(IntOrString::Int(1)));
+    assert_eq!(rolling.max_unavailable, Some(IntOrString::Int(0)));
     // /healthz answers from the agent's start, also while the initial sync waits for the
     // API server (tests/kubernetes.rs), so no startup probe is needed to protect it.
 

@@ -198,3 +198,33 @@ fn pins_made_for_one_cgroup_are_not_adopted_for_another() {
     );
     assert_eq!(attached_programs(other.path()), Vec::<String>::new());
 }
+
+#[test]
+fn pins_of_another_map_layout_are_refused_naming_the_command_to_run() {
+    let bed = Bed::new(ECHO_BACKEND);
+    let agent = bed.agent();
+    agent.terminate().expect("SIGTERM");
+    assert!(
+        bed.pin_dir().join("layout-2").is_dir(),
+        "pins carry their layout"
+    );
+    // Pins of a future agent whose maps this one cannot use.
+    std::fs::rename(
+        bed.pin_dir().join("layout-2"),
+        bed.pin_dir().join("layout-3"),
+    )
+    .expect("marker");
+    let finished =
+        xtask::netlab::agent::Agent::run_to_exit(&bed.topo, &bed.config()).expect("agent exits");
+    assert!(!finished.status.success());
+    let said = finished.stderr.join("\n");
+    assert!(
+        said.contains("another layout (layout-3)") && said.contains("redirector uninstall"),
+        "{said}"
+    );
+    // Still attached: refusing never detaches (connects stay redirected, fail closed).
+    assert_eq!(
+        attached_programs(bed.topo.pod_cgroup.path()),
+        sorted(&PROGRAMS)
+    );
+}

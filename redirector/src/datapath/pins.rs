@@ -51,10 +51,24 @@ impl PinLayout {
 
     /// Every cgroup marker present.
     pub fn cgroup_markers(&self) -> std::io::Result<Vec<PathBuf>> {
+        self.markers("cgroup-")
+    }
+
+    /// Marker of the maps' layout version (see `ensure_layout`).
+    pub fn layout_marker(&self, version: u32) -> PathBuf {
+        self.root.join(format!("layout-{version}"))
+    }
+
+    /// Every layout marker present.
+    pub fn layout_markers(&self) -> std::io::Result<Vec<PathBuf>> {
+        self.markers("layout-")
+    }
+
+    fn markers(&self, prefix: &str) -> std::io::Result<Vec<PathBuf>> {
         let mut markers = Vec::new();
         for entry in fs::read_dir(&self.root)? {
             let entry = entry?;
-            if entry.file_name().to_string_lossy().starts_with("cgroup-") {
+            if entry.file_name().to_string_lossy().starts_with(prefix) {
                 markers.push(entry.path());
             }
         }

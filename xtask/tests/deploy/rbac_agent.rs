@@ -28,6 +28,7 @@ const BED_FLAGS: &[&str] = &[
     "--bpffs",
     "--proxy-addr",
     "--admin-addr",
+    "--admin-socket",
     "--log-format",
 ];
 
