@@ -107,14 +107,13 @@ pub fn test(extra: &[String]) -> Result<ExitCode> {
 }
 
 /// The programs the end-to-end tests run, and the Debian package of each: the test bed
-/// (`ip`, `nsenter`, `unshare`, `sysctl`), datapath checks (`bpftool`), wire captures (`tcpdump`),
+/// (`ip`, `nsenter`, `unshare`, `sysctl`), wire captures (`tcpdump`),
 /// the test PKI (`openssl`), and the HTTP tests' client and server (curl, nginx).
-const TEST_PROGRAMS: [(&str, &str); 8] = [
+const TEST_PROGRAMS: [(&str, &str); 7] = [
     ("ip", "iproute2"),
     ("nsenter", "util-linux"),
     ("unshare", "util-linux"),
     ("sysctl", "procps"),
-    ("bpftool", "bpftool"),
     ("tcpdump", "tcpdump"),
     ("openssl", "openssl"),
     ("curl", "curl"),

@@ -70,6 +70,11 @@ pub fn bench_hooks(args: &BenchHooksArgs) -> Result<ExitCode> {
     super::require_root("the benchmark loads eBPF programs and creates network namespaces")?;
     ensure!(args.connects >= 1, "--connects: at least 1");
     ensure!(args.rounds >= 1, "--rounds: at least 1");
+    // The per-program run counters are read with bpftool (the tests need none).
+    super::packages::install_missing("bench-hooks", || match super::packages::which("bpftool") {
+        Some(_) => Vec::new(),
+        None => vec!["bpftool"],
+    })?;
     let bins = build(args)?;
     agent::use_redirector_bin(bins.redirector.clone());
 
