@@ -8,7 +8,7 @@
 
 /// Upstream limits, formats and CEL rules, shared by `validate` and `redirector crd`.
 pub mod constraints;
-mod directory;
+pub(crate) mod directory;
 /// Public so that the Kubernetes source (and `redirector crd`) can use the raw API types;
 /// everything else should need only the re-exports below.
 pub mod model;

@@ -29,7 +29,7 @@ mod refs;
 pub mod status;
 #[cfg(test)]
 mod tests;
-mod xbackends;
+pub(crate) mod xbackends;
 
 use std::{
     collections::BTreeMap,

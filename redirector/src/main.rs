@@ -1,46 +1,14 @@
-//! redirector: transparent egress to declared external services.
-//!
-//! Where things happen:
-//! - `run.rs`            the agent wired together (load, resolve, listen, attach, serve)
-//! - `backend/`          XBackend YAML -> validated `Backend`s
-//! - `watch.rs`          Backend directories -> new catalogs on every change
-//! - `kubernetes/`       the Kubernetes API -> new catalogs, and this node's pods
-//! - `reconcile.rs`      catalogs + DNS -> the proxy's table and the datapath map, by diff
-//! - `scopes.rs`         pod cgroups -> namespace scopes (Backends per namespace)
-//! - `resolver.rs`       hostnames -> addresses
-//! - `table.rs`          which Backend owns which (address, port)
-//! - `datapath/`         the eBPF side: load, attach, pin, adopt, sync maps
-//! - `proxy/`            accept (`proxy.rs`), match (`connection.rs`), forward (`tcp.rs`, `http/`)
-//! - `tls/`              TLS origination per Backend, ClientHello sniffing
-//! - `nameserver/`       captured DNS: Backend names answered with virtual addresses
-//! - `virtual_hosts.rs`  one virtual IPv4 and IPv6 address per Backend hostname
-//! - `admin.rs`          /healthz, /readyz, /metrics
-
-mod admin;
-mod backend;
-mod check;
-mod cli;
-mod crd;
-mod datapath;
-mod file_stamp;
-mod kubernetes;
-mod nameserver;
-mod proxy;
-mod reconcile;
-mod resolver;
-mod run;
-mod scopes;
-mod status;
-mod table;
-mod tls;
-mod virtual_hosts;
-mod watch;
+//! The `redirector` command: parses the command line, sets up logging and the runtime,
+//! and hands over to the library (`lib.rs` maps where things happen).
 
 use std::process::ExitCode;
 
 use clap::Parser;
-use cli::{Cli, Command, LogFormat};
-
+use redirector::{
+    check,
+    cli::{self, Cli, Command, LogFormat},
+    crd, run, status,
+};
 /// mimalloc rather than glibc's malloc: every catalog change builds a new table of all
 /// Backends on whichever worker thread runs the reconciler, and glibc kept the freed
 /// memory in per-thread arenas (VmRSS 76 -> 172 MiB over 100 changes with 10,000

@@ -8,7 +8,7 @@
 //! without a record was not captured and is dropped: the listener is not an open
 //! resolver.
 
-mod answer;
+pub(crate) mod answer;
 mod metrics;
 mod tcp;
 mod udp;

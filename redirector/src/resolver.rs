@@ -5,7 +5,7 @@
 //! Addresses that point into the node itself (loopback, link-local, unspecified) are
 //! dropped: a Backend must never become a way to reach the node's own services.
 
-mod hosts;
+pub(crate) mod hosts;
 
 use std::{net::IpAddr, path::Path, sync::Arc, time::Duration};
 

@@ -7,7 +7,7 @@
 //! cannot be read at all is a hard [`DirectoryError`], since then the operator's intent
 //! cannot be carried out in any part.
 
-mod file;
+pub(crate) mod file;
 mod objects;
 #[cfg(test)]
 mod tests;

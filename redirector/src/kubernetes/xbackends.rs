@@ -43,6 +43,11 @@ pub(super) fn key(object: &DynamicObject) -> ObjectKey {
     )
 }
 
+/// Fuzzing: untrusted JSON as the API server could send it, parsed and validated.
+pub(crate) fn fuzz(json: &[u8]) -> bool {
+    serde_json::from_slice::<DynamicObject>(json).is_ok_and(|object| load(&object).is_ok())
+}
+
 /// Parses and validates one object.
 pub(super) fn load(object: &DynamicObject) -> Result<Backend, Vec<Problem>> {
     let key = key(object);

@@ -54,7 +54,17 @@ pub(super) fn parse(file: &Path) -> ParsedFile {
     // Names the file on the debug lines of the documents below.
     let _file = tracing::debug_span!("parse", file = %file.display()).entered();
     let text = fs::read_to_string(file).map_err(|e| format!("cannot read: {e}"))?;
-    let values = split_documents(&text).map_err(|e| format!("invalid YAML: {e}"))?;
+    parse_text(&text)
+}
+
+/// Fuzzing: parses untrusted text as a Backend file; the number of documents found.
+pub(crate) fn fuzz(text: &str) -> usize {
+    parse_text(text).map_or(0, |documents| documents.len())
+}
+
+/// Parses the text of a Backend file (every document in it).
+fn parse_text(text: &str) -> ParsedFile {
+    let values = split_documents(text).map_err(|e| format!("invalid YAML: {e}"))?;
     tracing::debug!(documents = values.len(), "parsing");
     let mut documents = Vec::new();
     for (i, value) in values.into_iter().enumerate() {

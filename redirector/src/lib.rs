@@ -1,0 +1,39 @@
+//! redirector: transparent egress to declared external services (the agent as a
+//! library; `main.rs` is the command line around it).
+//!
+//! Where things happen:
+//! - `run.rs`            the agent wired together (load, resolve, listen, attach, serve)
+//! - `backend/`          XBackend YAML -> validated `Backend`s
+//! - `watch.rs`          Backend directories -> new catalogs on every change
+//! - `kubernetes/`       the Kubernetes API -> new catalogs, and this node's pods
+//! - `reconcile.rs`      catalogs + DNS -> the proxy's table and the datapath map, by diff
+//! - `scopes.rs`         pod cgroups -> namespace scopes (Backends per namespace)
+//! - `resolver.rs`       hostnames -> addresses
+//! - `table.rs`          which Backend owns which (address, port)
+//! - `datapath/`         the eBPF side: load, attach, pin, adopt, sync maps
+//! - `proxy/`            accept (`proxy.rs`), match (`connection.rs`), forward (`tcp.rs`, `http/`)
+//! - `tls/`              TLS origination per Backend, ClientHello sniffing
+//! - `nameserver/`       captured DNS: Backend names answered with virtual addresses
+//! - `virtual_hosts.rs`  one virtual IPv4 and IPv6 address per Backend hostname
+//! - `admin.rs`          /healthz, /readyz, /metrics
+
+mod admin;
+mod backend;
+pub mod check;
+pub mod cli;
+pub mod crd;
+mod datapath;
+mod file_stamp;
+pub mod fuzzing;
+mod kubernetes;
+mod nameserver;
+mod proxy;
+mod reconcile;
+mod resolver;
+pub mod run;
+mod scopes;
+pub mod status;
+mod table;
+mod tls;
+mod virtual_hosts;
+mod watch;
