@@ -6,22 +6,27 @@
 
 use std::{
     net::SocketAddr,
-    path::{Path, PathBuf},
+    path::Path,
     sync::{Arc, RwLock},
 };
 
 use anyhow::{Context, bail};
-use redirector_common::{DnsConfig, ProxyConfig};
+use redirector_common::ProxyConfig;
 use tokio_util::sync::CancellationToken;
 
 use prometheus_client::registry::Registry;
 use tokio::{sync::mpsc, task::JoinHandle};
 
+mod capture;
+mod host;
+
+pub use host::cgroup2_root;
+
 use crate::{
     admin::{self, Admin, Readiness},
     backend::Catalog,
-    cli::{BackendScope, CaptureArgs, RunArgs},
-    datapath::{self, Attachment, Datapath, Heartbeat, MapSizes, PinLayout, endpoint},
+    cli::{BackendScope, RunArgs},
+    datapath::{self, Attachment, Datapath, MapSizes, PinLayout, endpoint},
     kubernetes::{
         KubeSource,
         status::{ObjectStatus, StatusWriter},
@@ -41,6 +46,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     // Installed first: a SIGTERM that arrives right after the ready line must drain, not
     // kill the process with the default action.
     let mut signals = Signals::install()?;
+    host::raise_open_file_limit();
     let scoping = match (args.kubernetes, args.backend_scope) {
         (true, BackendScope::Namespace) => Scoping::Namespace,
         _ => Scoping::Cluster,
@@ -101,7 +107,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         },
         args.http.access_log.as_deref(),
     )?;
-    enable_request_migration();
+    host::enable_request_migration();
     let listeners = proxy::bind(&args.proxy_addrs)?;
     let capture = &args.dns.capture;
     let dns_addrs: Vec<SocketAddr> = (args.proxy_addrs.iter())
@@ -111,7 +117,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         true => None,
         false => Some(nameserver::bind(&dns_addrs)?),
     };
-    let dns_config = dns_config(capture, &dns_addrs, &cgroup)?;
+    let dns_config = capture::dns_config(capture, &dns_addrs, &cgroup)?;
     let layout = PinLayout::new(&args.bpffs.bpffs);
     let sizes = MapSizes {
         backend_addresses: args.limits.max_backend_addresses,
@@ -225,7 +231,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             let dns_stop = CancellationToken::new();
             tokio::spawn(nameserver::serve(listeners, context, dns_stop.clone()));
             // Capture starts with the first beat: the listener is up and the names known.
-            Some(tokio::spawn(heartbeat(
+            Some(tokio::spawn(capture::heartbeat(
                 dns_maps.heartbeat,
                 shutdown.clone(),
                 dns_stop,
@@ -334,119 +340,6 @@ fn proxy_config(addrs: &[SocketAddr]) -> anyhow::Result<ProxyConfig> {
     Ok(config)
 }
 
-/// `net.ipv4.tcp_migrate_req = 1` (IPv4 and IPv6): when an agent closes a listener it
-/// shares with a newer agent (SO_REUSEPORT), the connections queued on it move to the
-/// newer one instead of being reset. A per-network-namespace setting.
-fn enable_request_migration() {
-    const PATH: &str = "/proc/sys/net/ipv4/tcp_migrate_req";
-    match std::fs::read_to_string(PATH) {
-        Ok(value) if value.trim() == "1" => {}
-        _ => match std::fs::write(PATH, "1") {
-            Ok(()) => tracing::info!(
-                "set net.ipv4.tcp_migrate_req=1: connections queued on an agent that stops \
-                 move to the agent that replaces it"
-            ),
-            Err(error) => tracing::warn!(
-                %error,
-                "cannot set net.ipv4.tcp_migrate_req=1: during an upgrade, connections \
-                 queued on the old agent's listeners may be reset"
-            ),
-        },
-    }
-}
-
-/// The datapath's DNS capture settings.
-fn dns_config(
-    capture: &CaptureArgs,
-    listeners: &[SocketAddr],
-    cgroup: &Path,
-) -> anyhow::Result<DnsConfig> {
-    let mut config = DnsConfig {
-        liveness_ns: u64::try_from(Heartbeat::LIVENESS.as_nanos()).unwrap_or(u64::MAX),
-        ..DnsConfig::default()
-    };
-    VirtualRanges {
-        v4: capture.virtual_ipv4_range,
-        v6: capture.virtual_ipv6_range,
-    }
-    .write_to(&mut config);
-    if capture.no_dns_capture {
-        tracing::warn!(
-            "DNS capture is off (--no-dns-capture): connects are recognised by address \
-             alone, and a Backend name that a pod's nameserver answers differently from \
-             the agent's goes direct"
-        );
-        return Ok(config);
-    }
-    config.flags |= DnsConfig::CAPTURE;
-    for addr in listeners {
-        let (flag, slot) = if addr.is_ipv4() {
-            (DnsConfig::HAS_V4, &mut config.v4)
-        } else {
-            (DnsConfig::HAS_V6, &mut config.v6)
-        };
-        config.flags |= flag;
-        *slot = endpoint::from_socket_addr(*addr);
-    }
-    // The agent's own resolver must see the real answers: its cgroup is never captured.
-    let (own, id) = own_cgroup(cgroup).context(
-        "finding the agent's own cgroup, which DNS capture must exempt (or pass --no-dns-capture)",
-    )?;
-    config.agent_cgroup = id;
-    tracing::info!(
-        exempt = %own.display(),
-        "DNS capture: queries to port 53 from the cgroup go to the agent, except from the agent's own cgroup"
-    );
-    Ok(config)
-}
-
-/// The agent's own cgroup v2 directory and its id (the directory's inode).
-fn own_cgroup(attached: &Path) -> anyhow::Result<(PathBuf, u64)> {
-    use std::os::unix::fs::MetadataExt;
-    let text = std::fs::read_to_string("/proc/self/cgroup").context("reading /proc/self/cgroup")?;
-    let relative = text
-        .lines()
-        .find_map(|line| line.strip_prefix("0::"))
-        .context("no cgroup v2 entry in /proc/self/cgroup")?;
-    let root = cgroup2_root().unwrap_or_else(|_| attached.to_path_buf());
-    let path = root.join(relative.trim_start_matches('/'));
-    let id = std::fs::metadata(&path)
-        .with_context(|| format!("stat {}", path.display()))?
-        .ino();
-    Ok((path, id))
-}
-
-/// Refreshes the datapath's heartbeat until `shutdown`. Then, unless another agent
-/// beats too (an upgrade: the new agent keeps capture alive), stops it at once so pods
-/// use their own nameservers; only after that does the DNS listener close (`dns_stop`),
-/// so no query is captured towards a closed port.
-async fn heartbeat(mut beat: Heartbeat, shutdown: CancellationToken, dns_stop: CancellationToken) {
-    let mut ticks = tokio::time::interval(Heartbeat::INTERVAL);
-    let mut last = 0;
-    loop {
-        tokio::select! {
-            () = shutdown.cancelled() => break,
-            _ = ticks.tick() => match beat.beat() {
-                Ok(written) => last = written,
-                Err(error) => tracing::warn!(%error, "cannot refresh the DNS capture heartbeat"),
-            },
-        }
-    }
-    // Another agent's beat lands within one interval.
-    tokio::time::sleep(Heartbeat::INTERVAL + Heartbeat::INTERVAL / 5).await;
-    match beat.read() {
-        Ok(now) if now != last => {
-            tracing::info!("another agent keeps DNS capture alive; leaving the heartbeat to it");
-        }
-        _ => {
-            if let Err(error) = beat.stop() {
-                tracing::warn!(%error, "cannot stop the DNS capture heartbeat; it lapses within seconds");
-            }
-        }
-    }
-    dns_stop.cancel();
-}
-
 /// SIGTERM (kubelet, systemd) and SIGINT (Ctrl-C) both mean: drain and exit 0.
 struct Signals {
     term: tokio::signal::unix::Signal,
@@ -468,22 +361,6 @@ impl Signals {
             _ = self.int.recv() => tracing::info!("SIGINT"),
         }
     }
-}
-
-/// The cgroup v2 mount point, from /proc/self/mounts (hybrid hosts mount it elsewhere
-/// than /sys/fs/cgroup).
-pub fn cgroup2_root() -> anyhow::Result<PathBuf> {
-    let mounts =
-        std::fs::read_to_string("/proc/self/mounts").context("reading /proc/self/mounts")?;
-    mounts
-        .lines()
-        .filter_map(|line| {
-            let mut fields = line.split_whitespace();
-            let (_source, target, fstype) = (fields.next()?, fields.next()?, fields.next()?);
-            (fstype == "cgroup2").then(|| Path::new(target).to_path_buf())
-        })
-        .next()
-        .context("no cgroup2 filesystem is mounted")
 }
 
 /// `redirector uninstall`.
