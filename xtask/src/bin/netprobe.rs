@@ -9,7 +9,7 @@
 //! netprobe connect HOST:PORT [-4|-6] [--send TEXT] [--timeout-ms N]
 //!                            [--tls-sni NAME | --tls-no-sni] [--tls-split N]
 //! netprobe get HOST:PORT PATH
-//! netprobe connect-many IP:PORT COUNT [INTERVAL_MS]
+//! netprobe connect-many IP:PORT COUNT [INTERVAL_MS [TEXT]]
 //! netprobe serve-http ADDR
 //! netprobe ws HOST:PORT PATH [-4|-6] [--send TEXT]...
 //! ```
@@ -59,7 +59,7 @@ const USAGE: &str = "usage: netprobe serve ADDR\n       \
                      netprobe connect HOST:PORT [-4|-6] [--send TEXT] [--timeout-ms N] \
                      [--tls-sni NAME | --tls-no-sni] [--tls-split N]\n       \
                      netprobe get HOST:PORT PATH\n       \
-                     netprobe connect-many IP:PORT COUNT [INTERVAL_MS]\n       \
+                     netprobe connect-many IP:PORT COUNT [INTERVAL_MS [TEXT]]\n       \
                      netprobe serve-http ADDR\n       \
                      netprobe ws HOST:PORT PATH [-4|-6] [--send TEXT]...";
 
@@ -73,8 +73,12 @@ fn main() -> ExitCode {
             Err(e) => usage(&e),
         },
         Some("get") if args.len() == 3 => get(&args[1], &args[2]),
-        Some("connect-many") if args.len() == 3 => connect_many(&args[1], &args[2], None),
-        Some("connect-many") if args.len() == 4 => connect_many(&args[1], &args[2], Some(&args[3])),
+        Some("connect-many") if (3..=5).contains(&args.len()) => connect_many(
+            &args[1],
+            &args[2],
+            args.get(3).map(String::as_str),
+            args.get(4).map(String::as_str),
+        ),
         Some("serve-http") if args.len() == 2 => http::serve(&args[1]),
         Some("ws") => websocket::client(&args[1..]),
         _ => usage("missing or unknown command"),
@@ -363,10 +367,10 @@ fn get(target: &str, path: &str) -> ExitCode {
     }
 }
 
-/// `netprobe connect-many IP:PORT COUNT [INTERVAL_MS]`: COUNT connects in a row (one
-/// starting every INTERVAL_MS at most), outcomes counted, and the replies by the peer
-/// address the server saw.
-fn connect_many(target: &str, count: &str, interval: Option<&str>) -> ExitCode {
+/// `netprobe connect-many IP:PORT COUNT [INTERVAL_MS [TEXT]]`: COUNT connects in a row
+/// (one starting every INTERVAL_MS at most), each sending TEXT if given, outcomes
+/// counted, and the replies by the peer address the server saw.
+fn connect_many(target: &str, count: &str, interval: Option<&str>, send: Option<&str>) -> ExitCode {
     let Ok(addr) = target.parse::<SocketAddr>() else {
         return usage(&format!("connect-many needs IP:PORT, not {target:?}"));
     };
@@ -387,7 +391,7 @@ fn connect_many(target: &str, count: &str, interval: Option<&str>) -> ExitCode {
         let due = started + interval * u32::try_from(n).unwrap_or(u32::MAX);
         std::thread::sleep(due.saturating_duration_since(std::time::Instant::now()));
         match TcpStream::connect_timeout(&addr, timeout) {
-            Ok(stream) => match drain(stream, timeout) {
+            Ok(stream) => match drain(stream, send, timeout) {
                 Ok(reply) => {
                     ok += 1;
                     // `peer=IP:PORT got=...`: who the server saw (proxy or client).
@@ -424,9 +428,12 @@ fn connect_many(target: &str, count: &str, interval: Option<&str>) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// Half-closes, reads the reply to EOF, closes.
-fn drain(mut stream: TcpStream, timeout: Duration) -> std::io::Result<String> {
+/// Sends `send`, half-closes, reads the reply to EOF, closes.
+fn drain(mut stream: TcpStream, send: Option<&str>, timeout: Duration) -> std::io::Result<String> {
     stream.set_read_timeout(Some(timeout))?;
+    if let Some(text) = send {
+        stream.write_all(text.as_bytes())?;
+    }
     stream.shutdown(Shutdown::Write)?;
     let mut reply = Vec::new();
     stream.read_to_end(&mut reply)?;
