@@ -140,3 +140,32 @@ fn ipv4_mapped_destination_on_an_ipv6_socket_is_redirected() {
     let dialed = format!("{EXT_V4}:8080");
     assert_redirected(&bed, &mapped, "-6", &dialed, &format!("{NODE_EXT_V4}:"));
 }
+
+#[test]
+fn an_idle_connection_is_closed_and_counted() {
+    let bed = Bed::new(ECHO_BACKEND);
+    let mut config = bed.config();
+    config.extra_args = vec!["--idle-timeout".to_owned(), "1s".to_owned()];
+    let _agent = xtask::netlab::agent::Agent::start(&bed.topo, &config).expect("agent");
+    // Connected, then silent for 3 s: the proxy closes it after 1 s.
+    let started = std::time::Instant::now();
+    let reply = bed.connect(
+        "echo.redirector.test:8080",
+        &["-4", "--send-after-ms", "3000"],
+    );
+    let json = reply.json.to_string();
+    assert!(
+        started.elapsed() >= std::time::Duration::from_secs(3),
+        "{json}"
+    );
+    let text = support::tls::metrics(&bed.topo.node);
+    assert_eq!(
+        support::tls::sample(
+            &text,
+            "redirector_connections_idle_closed_total",
+            &[("backend", "demo/echo")]
+        ),
+        Some(1.0),
+        "{text}"
+    );
+}

@@ -97,6 +97,7 @@ pub struct Stats {
     refused: Family<BackendReason, Counter>,
     handshake_failures: Family<BackendReason, Counter>,
     passthrough: Family<ReasonLabel, Counter>,
+    idle_closed: Family<BackendLabel, Counter>,
     pub http: HttpStats,
     forwarded_all: Counter,
     refused_all: Counter,
@@ -140,7 +141,21 @@ impl Stats {
              there (the client's own TLS with another SNI), counted when they end",
             self.passthrough.clone(),
         );
+        registry.register(
+            "redirector_connections_idle_closed",
+            "Forwarded connections closed after --idle-timeout without a byte either way \
+             (also counted as forwarded)",
+            self.idle_closed.clone(),
+        );
         self.http.register(registry);
+    }
+
+    /// Counts a connection closed for idleness.
+    pub fn idle_closed(&self, backend: &str) {
+        let label = BackendLabel {
+            backend: backend.to_owned(),
+        };
+        self.idle_closed.get_or_create(&label).inc();
     }
 
     /// Counts a connection that was passed through, not forwarded for a Backend.
@@ -235,6 +250,7 @@ impl Default for Stats {
             refused: Family::default(),
             handshake_failures: Family::default(),
             passthrough: Family::default(),
+            idle_closed: Family::default(),
             http: HttpStats::default(),
             forwarded_all: Counter::default(),
             refused_all: Counter::default(),

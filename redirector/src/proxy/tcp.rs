@@ -228,6 +228,10 @@ fn finish(
         )),
         (None, _) => {
             count();
+            if error.kind() == io::ErrorKind::TimedOut {
+                // The splice's idle timer (see `splice.rs`).
+                shared.stats.idle_closed(key);
+            }
             tracing::debug!(backend = key, %error, "connection ended with an error");
             Ok(())
         }
