@@ -8,6 +8,7 @@ use xtask::netlab::{NODE_EXT_V4, NODE_EXT_V6, POD_V4};
 use super::{CaptureBed, POD_VIEW_V4, PodResolver, divergent_zone, is_virtual};
 use crate::support::{
     capture::{self, Capture},
+    fixtures::admin_get,
     tls::{API_HOST, API_PORT, API_TARGET, ApiBackend, Ca, TlsServer},
 };
 
@@ -84,6 +85,19 @@ fn divergent_answers_still_reach_the_backend_with_tls_originated() {
         );
     }
     assert!(t.metric("answered") >= 2.0);
+    // /backends (and `redirector status`) show the hostname's virtual addresses.
+    let body = admin_get(&t.bed.topo.node, "/backends");
+    let rows: serde_json::Value = serde_json::from_slice(&body.stdout).expect("JSON");
+    let shown: Vec<IpAddr> = (rows[0]["virtual_addresses"].as_array())
+        .expect("virtual_addresses")
+        .iter()
+        .filter_map(|a| a.as_str()?.parse().ok())
+        .collect();
+    assert_eq!(shown.len(), 2, "{rows}");
+    assert!(
+        shown.iter().all(|ip| answer.contains(ip)),
+        "{rows} vs {answer:?}"
+    );
     drop(server);
 }
 
