@@ -46,6 +46,9 @@ enum Cmd {
     /// CPU cost per run of the connect4 eBPF program, per path through it (as root);
     /// writes bench/hooks.md.
     BenchHooks(tasks::BenchHooksArgs),
+    /// DNS capture benchmark: dnsperf from the pod, captured and not captured (as root);
+    /// writes bench/dns.md.
+    BenchDns(tasks::BenchDnsArgs),
 }
 
 fn main() -> ExitCode {
@@ -58,6 +61,7 @@ fn main() -> ExitCode {
         Cmd::Bench(args) => tasks::bench(&args),
         Cmd::BenchScale(args) => tasks::bench_scale(&args),
         Cmd::BenchHooks(args) => tasks::bench_hooks(&args),
+        Cmd::BenchDns(args) => tasks::bench_dns(&args),
     };
     result.unwrap_or_else(|e| {
         eprintln!("xtask: {e:#}");

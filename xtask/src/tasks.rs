@@ -2,6 +2,7 @@
 
 mod bench;
 mod demo;
+mod dns_bench;
 pub mod ebpf;
 mod hooks;
 mod machine;
@@ -12,6 +13,7 @@ pub mod toolchain;
 
 pub use bench::{BenchArgs, bench};
 pub use demo::demo;
+pub use dns_bench::{BenchDnsArgs, bench_dns};
 pub use hooks::{BenchHooksArgs, bench_hooks};
 pub use scale::{BenchScaleArgs, bench_scale};
 
