@@ -166,9 +166,6 @@ pub struct DnsRecord {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct DnsConfig {
-    /// cgroup id of the agent's own cgroup: its processes (the agent's resolver and
-    /// forwarders) are never captured.
-    pub agent_cgroup: u64,
     /// How old the heartbeat may be for capture to stay on, in nanoseconds.
     pub liveness_ns: u64,
     /// The agent's DNS listener, IPv4 (mapped form).
@@ -246,7 +243,7 @@ mod tests {
         assert_eq!(core::mem::size_of::<Redirect>(), 32);
         assert_eq!(core::mem::size_of::<ProxyConfig>(), 44);
         assert_eq!(core::mem::size_of::<DnsRecord>(), 32);
-        assert_eq!(core::mem::size_of::<DnsConfig>(), 80);
+        assert_eq!(core::mem::size_of::<DnsConfig>(), 72);
     }
 
     #[test]

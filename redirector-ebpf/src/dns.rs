@@ -14,14 +14,14 @@
 //! agent stops capture within `DnsConfig::liveness_ns`, and pods resolve as before.
 
 use aya_ebpf::{
-    helpers::{bpf_get_current_cgroup_id, bpf_ktime_get_boot_ns},
+    helpers::bpf_ktime_get_boot_ns,
     macros::map,
     maps::{Array, LruHashMap},
     programs::{SkBuffContext, SockAddrContext},
 };
 use redirector_common::{CLUSTER_SCOPE, DNS_PORT, DnsConfig, DnsRecord, Endpoint, ProxyConfig};
 
-use crate::{ALLOW, cookie_of, sockaddr};
+use crate::{AGENT_SOCKETS, ALLOW, cookie_of, sockaddr};
 
 #[map]
 pub static DNS_CONFIG: Array<DnsConfig> = Array::with_max_entries(1, 0);
@@ -63,7 +63,7 @@ pub fn config() -> Option<DnsConfig> {
 }
 
 /// A connect or datagram to `original` (port 53): recorded and sent to the agent's DNS
-/// listener, unless capture is off, the agent is not alive, or the caller is the agent.
+/// listener, unless capture is off, the agent is not alive, or the socket is the agent's.
 #[inline(always)]
 pub fn capture(
     ctx: &SockAddrContext,
@@ -80,8 +80,10 @@ pub fn capture(
     let Some(config) = live_config() else {
         return ALLOW;
     };
-    // SAFETY: reads the current task's cgroup id.
-    if unsafe { bpf_get_current_cgroup_id() } == config.agent_cgroup {
+    // The agent's own sockets (its resolver, its forwarder) see the real answers.
+    let cookie = cookie_of(ctx);
+    // SAFETY: only tested for presence.
+    if unsafe { AGENT_SOCKETS.get(&cookie) }.is_some() {
         return ALLOW;
     }
     let to = match family {
@@ -106,7 +108,7 @@ pub fn capture(
     };
     // Without the record the agent could not tell where to forward: leave this query
     // alone rather than break it (an LRU insert fails only on memory pressure).
-    if DNS_SOCKETS.insert(&cookie_of(ctx), &record, 0).is_err() {
+    if DNS_SOCKETS.insert(&cookie, &record, 0).is_err() {
         return ALLOW;
     }
     sockaddr::set_destination(ctx, family, &to);

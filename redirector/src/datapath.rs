@@ -27,7 +27,7 @@ use aya::{
     },
 };
 pub use dns::{DnsMaps, DnsPending, Heartbeat, VirtualHostPins};
-pub use maps::{AgentSockets, BackendMap, PendingRecords, ScopeMap, SyncStats};
+pub use maps::{AgentSockets, BackendMap, OwnedExemption, PendingRecords, ScopeMap, SyncStats};
 pub use pins::PinLayout;
 use redirector_common::{DnsConfig, ProxyConfig, map_names, program_names};
 use writer::MapWriter;

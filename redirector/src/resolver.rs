@@ -5,17 +5,24 @@
 //! Addresses that point into the node itself (loopback, link-local, unspecified) are
 //! dropped: a Backend must never become a way to reach the node's own services.
 
+mod exempt;
 pub(crate) mod hosts;
 
 use std::{net::IpAddr, path::Path, sync::Arc, time::Duration};
 
 use hickory_resolver::{
-    Name, TokioResolver,
+    Name,
     config::{LookupIpStrategy, ResolveHosts},
+    name_server::GenericConnector,
 };
 
 use crate::file_stamp::FileStamp;
+pub use exempt::Exemptions;
+use exempt::ExemptRuntime;
 use hosts::HostsFile;
+
+/// Hickory on tokio, its sockets exempt from DNS capture.
+type DnsClient = hickory_resolver::Resolver<GenericConnector<ExemptRuntime>>;
 
 // Messages carry their cause inline: these errors are logged one by one, not chained.
 #[derive(Debug, thiserror::Error)]
@@ -43,7 +50,8 @@ pub struct Resolver {
     /// What the file looked like then, to read it again only when it changed.
     hosts_stamp: Option<FileStamp>,
     /// DNS only; the hosts file is consulted first, by us.
-    dns: TokioResolver,
+    dns: DnsClient,
+    exemptions: Exemptions,
 }
 
 /// The usable addresses of a name, and how long the answer may be cached (`None`: from
@@ -56,7 +64,12 @@ pub struct Resolution {
 
 impl Resolver {
     pub fn from_system() -> Result<Self, ResolverError> {
-        let mut builder = TokioResolver::builder_tokio().map_err(ResolverError::SystemConfig)?;
+        let (config, options) = hickory_resolver::system_conf::read_system_conf()
+            .map_err(ResolverError::SystemConfig)?;
+        let runtime = ExemptRuntime::default();
+        let exemptions = runtime.exemptions();
+        let mut builder = DnsClient::builder_with_config(config, GenericConnector::new(runtime))
+            .with_options(options);
         let options = builder.options_mut();
         options.ip_strategy = LookupIpStrategy::Ipv4AndIpv6;
         options.use_hosts_file = ResolveHosts::Never;
@@ -69,7 +82,13 @@ impl Resolver {
             hosts_stamp: FileStamp::of(Path::new(HOSTS)),
             hosts: Arc::new(read_hosts()),
             dns: builder.build(),
+            exemptions,
         })
+    }
+
+    /// Where the resolver's sockets are listed once the datapath is installed.
+    pub fn exemptions(&self) -> &Exemptions {
+        &self.exemptions
     }
 
     /// The same resolver with `/etc/hosts` read again, if the file changed since it was
@@ -83,6 +102,7 @@ impl Resolver {
             hosts_stamp: stamp,
             hosts: Arc::new(read_hosts()),
             dns: self.dns.clone(),
+            exemptions: self.exemptions.clone(),
         })
     }
 

@@ -117,7 +117,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         true => None,
         false => Some(nameserver::bind(&dns_addrs)?),
     };
-    let dns_config = capture::dns_config(capture, &dns_addrs, &cgroup)?;
+    let dns_config = capture::dns_config(capture, &dns_addrs);
     let layout = PinLayout::new(&args.bpffs.bpffs);
     let sizes = MapSizes {
         backend_addresses: args.limits.max_backend_addresses,
@@ -174,6 +174,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         max_ttl: args.dns.dns_max_ttl,
         grace: args.dns.dns_grace,
     };
+    // From now on the resolver's sockets are exempt from DNS capture.
+    let _ = resolver.exemptions().set(shared.agent_sockets.clone());
     let mut reconciler = Reconciler::new(
         backends,
         shared.clone(),

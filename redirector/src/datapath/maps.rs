@@ -233,8 +233,9 @@ impl PendingRecords {
     }
 }
 
-/// `AGENT_SOCKETS`: cookies of the agent's own upstream sockets. `connect4/6` never
-/// redirect a socket listed here, so the agent can sit inside the cgroup it redirects.
+/// `AGENT_SOCKETS`: cookies of the agent's own sockets. The hooks never redirect a
+/// socket listed here (connects, and DNS capture: the agent's resolver and forwarder
+/// must see the real answers), so the agent can sit inside the cgroup it redirects.
 pub struct AgentSockets {
     map: Mutex<HashMap<MapData, u64, u32>>,
 }
@@ -258,6 +259,27 @@ impl AgentSockets {
         })
     }
 
+    /// Lists `socket` for as long as the returned guard lives: for sockets whose every
+    /// send is a hook call (unconnected UDP), not just their `connect`.
+    pub fn exempt_owned(self: &Arc<Self>, socket: BorrowedFd<'_>) -> std::io::Result<OwnedExemption> {
+        let cookie = socket_cookie(socket)?;
+        self.lock()
+            .insert(cookie, 1, 0)
+            .map_err(std::io::Error::other)?;
+        Ok(OwnedExemption {
+            owner: self.clone(),
+            cookie,
+        })
+    }
+
+    fn forget(&self, cookie: u64) {
+        if let Err(error) = self.lock().remove(&cookie) {
+            // The LRU evicts it eventually; cookies are never reused, so a stale entry
+            // cannot exempt another socket.
+            tracing::debug!(%error, cookie, "could not remove agent socket cookie");
+        }
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<MapData, u64, u32>> {
         self.map
             .lock()
@@ -273,11 +295,19 @@ pub struct Exemption<'a> {
 
 impl Drop for Exemption<'_> {
     fn drop(&mut self) {
-        if let Err(error) = self.owner.lock().remove(&self.cookie) {
-            // The LRU evicts it eventually; cookies are never reused, so a stale entry
-            // cannot exempt another socket.
-            tracing::debug!(%error, cookie = self.cookie, "could not remove agent socket cookie");
-        }
+        self.owner.forget(self.cookie);
+    }
+}
+
+/// [`Exemption`] that owns its list (see [`AgentSockets::exempt_owned`]).
+pub struct OwnedExemption {
+    owner: Arc<AgentSockets>,
+    cookie: u64,
+}
+
+impl Drop for OwnedExemption {
+    fn drop(&mut self) {
+        self.owner.forget(self.cookie);
     }
 }
 

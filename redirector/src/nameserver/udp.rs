@@ -3,6 +3,7 @@
 use std::{
     io,
     net::{Ipv4Addr, Ipv6Addr, SocketAddr},
+    os::fd::AsFd,
     sync::Arc,
     time::Instant,
 };
@@ -90,7 +91,7 @@ async fn forward(
     nameserver: SocketAddr,
     started: Instant,
 ) {
-    let asked = tokio::time::timeout(FORWARD_TIMEOUT, ask(&query, nameserver)).await;
+    let asked = tokio::time::timeout(FORWARD_TIMEOUT, ask(&context, &query, nameserver)).await;
     let outcome = match asked {
         Ok(Ok(reply)) => match listener.send_to(&reply, peer).await {
             Ok(_) => Outcome::Forwarded,
@@ -108,13 +109,15 @@ async fn forward(
     context.metrics.record(outcome, started.elapsed());
 }
 
-async fn ask(query: &[u8], nameserver: SocketAddr) -> io::Result<Vec<u8>> {
+async fn ask(context: &Context, query: &[u8], nameserver: SocketAddr) -> io::Result<Vec<u8>> {
     let local: SocketAddr = if nameserver.is_ipv4() {
         (Ipv4Addr::UNSPECIFIED, 0).into()
     } else {
         (Ipv6Addr::UNSPECIFIED, 0).into()
     };
     let socket = UdpSocket::bind(local).await?;
+    // Never captured itself, also when the agent sits in the cgroup it watches.
+    let _exemption = context.shared.agent_sockets.exempt_owned(socket.as_fd())?;
     socket.connect(nameserver).await?;
     socket.send(query).await?;
     let mut reply = vec![0u8; MAX_DATAGRAM];

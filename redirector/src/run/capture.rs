@@ -1,12 +1,10 @@
 //! DNS capture's part of the wiring: the datapath settings and the heartbeat.
 
-use std::{net::SocketAddr, path::Path};
+use std::net::SocketAddr;
 
-use anyhow::Context;
 use redirector_common::DnsConfig;
 use tokio_util::sync::CancellationToken;
 
-use super::host::own_cgroup;
 use crate::{
     cli::CaptureArgs,
     datapath::{Heartbeat, endpoint},
@@ -14,11 +12,7 @@ use crate::{
 };
 
 /// The datapath's DNS capture settings.
-pub fn dns_config(
-    capture: &CaptureArgs,
-    listeners: &[SocketAddr],
-    cgroup: &Path,
-) -> anyhow::Result<DnsConfig> {
+pub fn dns_config(capture: &CaptureArgs, listeners: &[SocketAddr]) -> DnsConfig {
     let mut config = DnsConfig {
         liveness_ns: u64::try_from(Heartbeat::LIVENESS.as_nanos()).unwrap_or(u64::MAX),
         ..DnsConfig::default()
@@ -34,7 +28,7 @@ pub fn dns_config(
              alone, and a Backend name that a pod's nameserver answers differently from \
              the agent's goes direct"
         );
-        return Ok(config);
+        return config;
     }
     config.flags |= DnsConfig::CAPTURE;
     for addr in listeners {
@@ -46,16 +40,11 @@ pub fn dns_config(
         config.flags |= flag;
         *slot = endpoint::from_socket_addr(*addr);
     }
-    // The agent's own resolver must see the real answers: its cgroup is never captured.
-    let (own, id) = own_cgroup(cgroup).context(
-        "finding the agent's own cgroup, which DNS capture must exempt (or pass --no-dns-capture)",
-    )?;
-    config.agent_cgroup = id;
     tracing::info!(
-        exempt = %own.display(),
-        "DNS capture: queries to port 53 from the cgroup go to the agent, except from the agent's own cgroup"
+        "DNS capture: queries to port 53 from the cgroup go to the agent (its own \
+         resolver's and forwarder's sockets are exempt)"
     );
-    Ok(config)
+    config
 }
 
 /// Refreshes the datapath's heartbeat until `shutdown`. Then, unless another agent

@@ -68,19 +68,3 @@ pub fn cgroup2_root() -> anyhow::Result<PathBuf> {
         .next()
         .context("no cgroup2 filesystem is mounted")
 }
-
-/// The agent's own cgroup v2 directory and its id (the directory's inode).
-pub fn own_cgroup(attached: &Path) -> anyhow::Result<(PathBuf, u64)> {
-    use std::os::unix::fs::MetadataExt;
-    let text = std::fs::read_to_string("/proc/self/cgroup").context("reading /proc/self/cgroup")?;
-    let relative = text
-        .lines()
-        .find_map(|line| line.strip_prefix("0::"))
-        .context("no cgroup v2 entry in /proc/self/cgroup")?;
-    let root = cgroup2_root().unwrap_or_else(|_| attached.to_path_buf());
-    let path = root.join(relative.trim_start_matches('/'));
-    let id = std::fs::metadata(&path)
-        .with_context(|| format!("stat {}", path.display()))?
-        .ino();
-    Ok((path, id))
-}

@@ -102,3 +102,48 @@ fn a_deleted_backend_stops_being_answered_at_once_and_its_addresses_expire() {
     let expired = t.bed.connect(&format!("{virtual_v4}:8080"), &["-4"]);
     assert!(!expired.ok(), "{:?}", expired.json);
 }
+
+/// The agent inside the cgroup it watches, resolving through a nameserver the hooks would
+/// capture: its own queries still reach the nameserver (its sockets are exempt), so it
+/// never learns a Backend name's virtual address as a real one.
+#[test]
+fn the_agents_own_resolver_is_never_captured() {
+    let yaml = crate::support::fixtures::xbackend("demo", "dyn", "dyn.g.test", 8080);
+    let zone = format!("dyn.g.test 1 {}\n", xtask::netlab::EXT_V4);
+    let mut t = CaptureBed::without_agent(&yaml, &zone, PodResolver::default());
+    std::fs::write(
+        t.bed.topo.node.etc_dir().join("resolv.conf"),
+        format!("nameserver {}\n", xtask::netlab::EXT_V4),
+    )
+    .expect("node resolv.conf");
+    let mut config = t.bed.config();
+    config.in_pod_cgroup = true;
+    config.extra_args = vec!["--dns-min-ttl".to_owned(), "1s".to_owned()];
+    t.agent = Some(xtask::netlab::agent::Agent::start(&t.bed.topo, &config).expect("agent"));
+    // Refreshes while capture is on reach the nameserver itself.
+    for _ in 0..3 {
+        (t.dns)
+            .wait_for_line("query dyn.g.test A", Duration::from_secs(10))
+            .expect("the agent's refresh reached the nameserver");
+    }
+    let body = crate::support::fixtures::admin_get(&t.bed.topo.node, "/backends");
+    let rows: serde_json::Value = serde_json::from_slice(&body.stdout).expect("JSON");
+    assert_eq!(
+        rows[0]["addresses"],
+        serde_json::json!([xtask::netlab::EXT_V4.to_string()]),
+        "{rows}"
+    );
+    // Its neighbours in the cgroup are captured.
+    let answer = t.assert_virtual("dyn.g.test");
+    let reply = t.bed.connect("dyn.g.test:8080", &["-4"]);
+    assert!(reply.ok(), "{:?}", reply.json);
+    assert!(
+        answer.contains(
+            &reply
+                .peer()
+                .parse::<std::net::SocketAddr>()
+                .expect("peer")
+                .ip()
+        )
+    );
+}
