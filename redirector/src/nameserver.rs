@@ -9,6 +9,7 @@
 //! resolver.
 
 pub(crate) mod answer;
+mod forward;
 mod metrics;
 mod tcp;
 mod udp;
@@ -19,6 +20,7 @@ use socket2::{Domain, Protocol, Socket, Type};
 use tokio::net::{TcpListener, UdpSocket};
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
+pub use forward::Forwarder;
 pub use metrics::DnsMetrics;
 
 use crate::{
@@ -35,6 +37,8 @@ pub struct Context {
     pub shared: Arc<Shared>,
     pub pending: DnsPending,
     pub metrics: Arc<DnsMetrics>,
+    /// Where queries for other names go (UDP; TCP forwards per client connection).
+    pub forwarder: Arc<Forwarder>,
     /// TTL of the answers with virtual addresses, in seconds.
     pub answer_ttl: u32,
 }

@@ -224,13 +224,17 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
 
     let capturing = match dns_listeners {
         Some(listeners) => {
+            let dns_stop = CancellationToken::new();
+            let forwarder =
+                nameserver::Forwarder::start(&shared.agent_sockets, dns_metrics.clone(), &dns_stop)
+                    .context("binding the DNS forwarder's sockets")?;
             let context = Arc::new(nameserver::Context {
                 shared: shared.clone(),
                 pending: dns_maps.pending,
                 metrics: dns_metrics,
+                forwarder,
                 answer_ttl: u32::try_from(capture.dns_answer_ttl.as_secs()).unwrap_or(u32::MAX),
             });
-            let dns_stop = CancellationToken::new();
             tokio::spawn(nameserver::serve(listeners, context, dns_stop.clone()));
             // Capture starts with the first beat: the listener is up and the names known.
             Some(tokio::spawn(capture::heartbeat(

@@ -1,19 +1,15 @@
-//! Captured queries over UDP.
+//! Captured queries over UDP: answered here, or handed to the [`super::Forwarder`],
+//! which relays the nameserver's answer unchanged; a truncated answer stays truncated,
+//! and the client retries over TCP, which is captured too.
 
-use std::{
-    io,
-    net::{Ipv4Addr, Ipv6Addr, SocketAddr},
-    os::fd::AsFd,
-    sync::Arc,
-    time::Instant,
-};
+use std::{net::SocketAddr, sync::Arc, time::Instant};
 
 use redirector_common::DnsRecord;
 use tokio::net::UdpSocket;
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    Context, FORWARD_TIMEOUT,
+    Context,
     answer::{self, Decision},
     metrics::Outcome,
 };
@@ -52,14 +48,10 @@ pub async fn serve(socket: Arc<UdpSocket>, context: Arc<Context>, shutdown: Canc
             }
             Decision::Forward => {
                 let nameserver = endpoint::to_socket_addr(&record.nameserver);
-                tokio::spawn(forward(
-                    socket.clone(),
-                    context.clone(),
-                    query.to_vec(),
-                    peer,
-                    nameserver,
-                    started,
-                ));
+                let forwarder = &context.forwarder;
+                if !(forwarder.send(query.to_vec(), nameserver, peer, &socket, started)).await {
+                    context.metrics.record(Outcome::Failed, started.elapsed());
+                }
             }
         }
     }
@@ -78,50 +70,4 @@ fn record_of(context: &Context, peer: SocketAddr) -> Option<DnsRecord> {
             None
         }
     }
-}
-
-/// Asks `nameserver` from a fresh socket (a random source port per query, as a stub
-/// resolver would) and relays its answer unchanged; a truncated answer stays truncated,
-/// and the client retries over TCP, which is captured too.
-async fn forward(
-    listener: Arc<UdpSocket>,
-    context: Arc<Context>,
-    query: Vec<u8>,
-    peer: SocketAddr,
-    nameserver: SocketAddr,
-    started: Instant,
-) {
-    let asked = tokio::time::timeout(FORWARD_TIMEOUT, ask(&context, &query, nameserver)).await;
-    let outcome = match asked {
-        Ok(Ok(reply)) => match listener.send_to(&reply, peer).await {
-            Ok(_) => Outcome::Forwarded,
-            Err(_) => Outcome::Failed,
-        },
-        Ok(Err(error)) => {
-            tracing::debug!(%nameserver, %error, "forwarding a DNS query failed");
-            Outcome::Failed
-        }
-        Err(_) => {
-            tracing::debug!(%nameserver, timeout = ?FORWARD_TIMEOUT, "nameserver did not answer");
-            Outcome::Failed
-        }
-    };
-    context.metrics.record(outcome, started.elapsed());
-}
-
-async fn ask(context: &Context, query: &[u8], nameserver: SocketAddr) -> io::Result<Vec<u8>> {
-    let local: SocketAddr = if nameserver.is_ipv4() {
-        (Ipv4Addr::UNSPECIFIED, 0).into()
-    } else {
-        (Ipv6Addr::UNSPECIFIED, 0).into()
-    };
-    let socket = UdpSocket::bind(local).await?;
-    // Never captured itself, also when the agent sits in the cgroup it watches.
-    let _exemption = context.shared.agent_sockets.exempt_owned(socket.as_fd())?;
-    socket.connect(nameserver).await?;
-    socket.send(query).await?;
-    let mut reply = vec![0u8; MAX_DATAGRAM];
-    let len = socket.recv(&mut reply).await?;
-    reply.truncate(len);
-    Ok(reply)
 }
