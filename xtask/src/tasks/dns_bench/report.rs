@@ -3,6 +3,7 @@
 use std::fmt::Write as _;
 
 use super::measure::{CASES, Case, Measured, Plan, Run};
+use super::usage::DnsCounters;
 use crate::tasks::numbers::thousands;
 
 /// What the report says besides the figures.
@@ -27,7 +28,7 @@ struct Medians {
     in_agent_us: f64,
     nsd_cpu: f64,
     client_cpu: f64,
-    rest_cpu: f64,
+    other_cpu: f64,
     busy: f64,
 }
 
@@ -51,18 +52,17 @@ fn medians(runs: &[Run], case: &Case) -> Option<Medians> {
         p99: of(&|m| m.latency.latencies.percentile_ms(99.0).unwrap_or(f64::NAN)),
         agent_cpu: of(&|m| share(m.usage.agent_cpu_s, m.usage.wall_s)),
         agent_us_per_query: of(&|m| per_query_us(m.usage.agent_cpu_s, m.throughput.completed)),
-        in_agent_us: of(&in_agent_us),
+        in_agent_us: of(&|m| in_agent_us(&m.latency_usage.dns)),
         nsd_cpu: of(&|m| share(m.usage.nsd_cpu_s, m.usage.wall_s)),
         client_cpu: of(&|m| share(m.usage.client_cpu_s, m.usage.wall_s)),
-        rest_cpu: of(&|m| share(m.usage.rest_cpu_s, m.usage.wall_s)),
+        other_cpu: of(&|m| share(m.usage.other_cpu_s, m.usage.wall_s)),
         busy: of(&|m| m.usage.machine_busy * 100.0),
     })
 }
 
 /// Mean time from a query's arrival at the agent to its answer leaving, µs (the agent's
 /// histogram sum over its count); NaN when the agent saw nothing.
-fn in_agent_us(m: &Measured) -> f64 {
-    let d = m.usage.dns;
+fn in_agent_us(d: &DnsCounters) -> f64 {
     let count = d.answered + d.forwarded + d.failed;
     if count > 0.0 {
         d.seconds / count * 1e6
@@ -144,7 +144,7 @@ fn write_all(md: &mut String, ctx: &Context, runs: &[Run]) -> std::fmt::Result {
     writeln!(md, "\n## Results (medians over {} repetitions)\n", p.reps)?;
     writeln!(
         md,
-        "| # | case | queries/s (min-max) | vs case 1 | lost | p50 ms at {rate}/s | p99 ms at {rate}/s | agent CPU | agent CPU per query | in agent, mean | NSD CPU | dnsperf CPU | rest CPU | machine busy |",
+        "| # | case | queries/s (min-max) | vs case 1 | lost | p50 ms at {rate}/s | p99 ms at {rate}/s | agent CPU | agent CPU per query | in agent, mean at {rate}/s | NSD CPU | dnsperf CPU | other processes' CPU | machine busy |",
         rate = p.latency_qps
     )?;
     writeln!(
@@ -178,7 +178,7 @@ fn write_all(md: &mut String, ctx: &Context, runs: &[Run]) -> std::fmt::Result {
             us(m.in_agent_us),
             pct(m.nsd_cpu),
             pct(m.client_cpu),
-            pct(m.rest_cpu),
+            pct(m.other_cpu),
             m.busy
         )?;
     }
@@ -258,14 +258,18 @@ fn write_method(md: &mut String, ctx: &Context) -> std::fmt::Result {
          from `/proc/<pid>/stat` (utime + stime of all its threads, clock-tick \
          resolution); NSD and dnsperf each alone in a cgroup, from its `cpu.stat` \
          `usage_usec`; machine busy from `/proc/stat` (all CPUs, idle and iowait excluded; \
-         100% is every CPU busy). \"Rest\" is the machine's busy time less those three: \
-         interrupt and softirq time (the kernel charges it to no task; the veths' packet \
-         forwarding is there) and any other process on the machine. \"Agent CPU per \
-         query\" is the agent's CPU time over the run's completed queries."
+         100% is every CPU busy). Packet processing in softirq context is charged to \
+         the task it interrupted (usually the sender), or to `ksoftirqd` (raw table). \
+         \"Other processes\" is the machine's busy time less all of those: work the bench \
+         did not start, competing for the same CPUs: it slows whichever case runs \
+         meanwhile, so look at it before trusting a difference between runs. \"Agent \
+         CPU per query\" is the agent's CPU time over the run's completed queries."
             .to_owned(),
         "- **In agent, mean**: from the agent's `redirector_dns_query_seconds` histogram \
-         (sum over count during the throughput run): from a query's arrival at the \
-         listener to its answer being sent, forwarding to NSD included."
+         (its sum over its count, around one run): from a query's arrival at the \
+         listener to its answer being sent, forwarding to NSD included. The results \
+         table gives it for the latency runs (the path's own cost); the raw table for \
+         the throughput runs too, where it includes the queries waiting in the agent."
             .to_owned(),
         "- **Checks**: before the runs, glibc's resolver (`getent ahosts`) in the pod must get \
          virtual addresses for Backend names when captured and NSD's answer otherwise. \
@@ -284,11 +288,11 @@ fn write_raw(md: &mut String, runs: &[Run]) -> std::fmt::Result {
     writeln!(md, "\n## Every run: throughput\n")?;
     writeln!(
         md,
-        "| rep | order | case | queries/s | sent | completed | lost | avg latency ms | agent CPU s | agent answered / forwarded / failed | NSD CPU s | dnsperf CPU s | machine busy | problem |"
+        "| rep | order | case | queries/s | sent | completed | lost | avg latency ms | agent CPU s | agent answered / forwarded / failed | in agent, mean | NSD CPU s | dnsperf CPU s | ksoftirqd CPU s | other processes' CPU s | machine busy | problem |"
     )?;
     writeln!(
         md,
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---|"
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---|"
     )?;
     for r in runs {
         let m = match &r.outcome {
@@ -297,7 +301,7 @@ fn write_raw(md: &mut String, runs: &[Run]) -> std::fmt::Result {
                 let e = e.replace('\n', " ").replace('|', "\\|");
                 writeln!(
                     md,
-                    "| {} | {} | {} | failed: {e} | | | | | | | | | | | |",
+                    "| {} | {} | {} | failed: {e} | | | | | | | | | | | | | |",
                     r.rep, r.position, r.case.number
                 )?;
                 continue;
@@ -306,7 +310,7 @@ fn write_raw(md: &mut String, runs: &[Run]) -> std::fmt::Result {
         let (t, u) = (&m.throughput, &m.usage);
         writeln!(
             md,
-            "| {} | {} | {} | {} | {} | {} | {} | {:.3} | {:.2} | {} / {} / {} | {:.2} | {:.2} | {:.2} | {:.0}% | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {:.3} | {:.2} | {} / {} / {} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.0}% | {} |",
             r.rep,
             r.position,
             r.case.number,
@@ -319,9 +323,11 @@ fn write_raw(md: &mut String, runs: &[Run]) -> std::fmt::Result {
             u.dns.answered,
             u.dns.forwarded,
             u.dns.failed,
+            us(in_agent_us(&u.dns)),
             u.nsd_cpu_s,
             u.client_cpu_s,
-            u.rest_cpu_s,
+            u.ksoftirqd_cpu_s,
+            u.other_cpu_s,
             u.machine_busy * 100.0,
             m.problem.as_deref().unwrap_or("").replace('|', "\\|")
         )?;
@@ -329,15 +335,18 @@ fn write_raw(md: &mut String, runs: &[Run]) -> std::fmt::Result {
     writeln!(md, "\n## Every run: latency\n")?;
     writeln!(
         md,
-        "| rep | order | case | responses | timeouts | p50 ms | p99 ms | max ms | dnsperf avg ms | agent CPU s |"
+        "| rep | order | case | responses | timeouts | p50 ms | p99 ms | max ms | dnsperf avg ms | agent CPU s | in agent, mean |"
     )?;
-    writeln!(md, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")?;
+    writeln!(
+        md,
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    )?;
     for r in runs {
         let Ok(m) = &r.outcome else { continue };
         let l = &m.latency.latencies;
         writeln!(
             md,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {:.3} | {:.2} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {:.3} | {:.2} | {} |",
             r.rep,
             r.position,
             r.case.number,
@@ -347,7 +356,8 @@ fn write_raw(md: &mut String, runs: &[Run]) -> std::fmt::Result {
             f3(l.percentile_ms(99.0).unwrap_or(f64::NAN)),
             f3(l.max_ms().unwrap_or(f64::NAN)),
             m.latency.summary.avg_latency_ms,
-            m.latency_usage.agent_cpu_s
+            m.latency_usage.agent_cpu_s,
+            us(in_agent_us(&m.latency_usage.dns))
         )?;
     }
     Ok(())

@@ -27,9 +27,17 @@ pub struct Snapshot {
     agent_s: f64,
     nsd_s: f64,
     client_s: f64,
-    machine_busy: u64,
-    machine_total: u64,
+    machine: Ticks,
+    ksoftirqd_s: f64,
     dns: DnsCounters,
+}
+
+/// All CPUs' jiffies from `/proc/stat`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Ticks {
+    /// Neither idle nor iowait.
+    busy: u64,
+    total: u64,
 }
 
 /// The difference of two snapshots.
@@ -41,10 +49,14 @@ pub struct Usage {
     pub client_cpu_s: f64,
     /// Busy share of all CPUs, 0..=1.
     pub machine_busy: f64,
-    /// CPU time of everything else: busy time of all CPUs less the agent, NSD and
-    /// dnsperf (other processes on the machine, and interrupt and softirq time, which
-    /// the kernel does not charge to a task: veth forwarding among them).
-    pub rest_cpu_s: f64,
+    /// The `ksoftirqd` threads: packet processing the kernel deferred. The rest of the
+    /// softirq work is charged to the task it interrupted (without
+    /// `CONFIG_IRQ_TIME_ACCOUNTING`, also in `/proc/stat`'s own softirq column, which
+    /// is therefore not a separate share).
+    pub ksoftirqd_cpu_s: f64,
+    /// Busy time of all CPUs less the agent, NSD, dnsperf and ksoftirqd: other
+    /// processes on the machine (anything else running there competes for its CPUs).
+    pub other_cpu_s: f64,
     pub dns: DnsCounters,
 }
 
@@ -58,14 +70,14 @@ pub struct Sources<'a> {
 impl Sources<'_> {
     /// Reads everything, with dnsperf's cgroup `client`.
     pub fn snapshot(&self, client: &Cgroup) -> Result<Snapshot> {
-        let (machine_busy, machine_total) = machine_ticks()?;
+        let machine = machine_ticks()?;
         Ok(Snapshot {
             at: Instant::now(),
             agent_s: process_cpu_s(self.agent_pid)?,
             nsd_s: cgroup_cpu_s(self.nsd.path())?,
             client_s: cgroup_cpu_s(client.path())?,
-            machine_busy,
-            machine_total,
+            machine,
+            ksoftirqd_s: ksoftirqd_cpu_s(),
             dns: dns_counters(self.admin_socket)?,
         })
     }
@@ -73,8 +85,9 @@ impl Sources<'_> {
 
 impl Snapshot {
     pub fn usage_since(&self, before: &Snapshot) -> Usage {
-        let total = self.machine_total.saturating_sub(before.machine_total);
-        let busy = self.machine_busy.saturating_sub(before.machine_busy);
+        let total = self.machine.total.saturating_sub(before.machine.total);
+        let busy = self.machine.busy.saturating_sub(before.machine.busy);
+        let ksoftirqd_cpu_s = (self.ksoftirqd_s - before.ksoftirqd_s).max(0.0);
         let agent_cpu_s = self.agent_s - before.agent_s;
         let nsd_cpu_s = self.nsd_s - before.nsd_s;
         let client_cpu_s = self.client_s - before.client_s;
@@ -88,7 +101,12 @@ impl Snapshot {
             } else {
                 busy as f64 / total as f64
             },
-            rest_cpu_s: (busy as f64 / clock_ticks() - agent_cpu_s - nsd_cpu_s - client_cpu_s)
+            ksoftirqd_cpu_s,
+            other_cpu_s: (busy as f64 / clock_ticks()
+                - agent_cpu_s
+                - nsd_cpu_s
+                - client_cpu_s
+                - ksoftirqd_cpu_s)
                 .max(0.0),
             dns: DnsCounters {
                 answered: self.dns.answered - before.dns.answered,
@@ -126,6 +144,32 @@ fn clock_ticks() -> f64 {
     if ticks > 0 { ticks as f64 } else { 100.0 }
 }
 
+/// CPU time of the `ksoftirqd/N` kernel threads, seconds (a thread that cannot be read
+/// counts as 0: they never exit, so this only happens when /proc is unusual).
+fn ksoftirqd_cpu_s() -> f64 {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return 0.0;
+    };
+    let mut ticks = 0;
+    for entry in entries.flatten() {
+        if !entry
+            .file_name()
+            .to_string_lossy()
+            .bytes()
+            .all(|b| b.is_ascii_digit())
+        {
+            continue;
+        }
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        if stat.contains(" (ksoftirqd/") {
+            ticks += parse_stat_ticks(&stat).unwrap_or(0);
+        }
+    }
+    ticks as f64 / clock_ticks()
+}
+
 /// `usage_usec` of the cgroup's `cpu.stat` (present in every cgroup v2), seconds.
 fn cgroup_cpu_s(cgroup: &Path) -> Result<f64> {
     let path = cgroup.join("cpu.stat");
@@ -138,13 +182,13 @@ fn cgroup_cpu_s(cgroup: &Path) -> Result<f64> {
         .with_context(|| format!("no usage_usec in {}", path.display()))
 }
 
-/// (busy, total) jiffies of all CPUs from `/proc/stat`; idle and iowait are not busy.
-fn machine_ticks() -> Result<(u64, u64)> {
+/// Jiffies of all CPUs from `/proc/stat`.
+fn machine_ticks() -> Result<Ticks> {
     let text = std::fs::read_to_string("/proc/stat").context("cannot read /proc/stat")?;
     parse_proc_stat(&text).context("unexpected /proc/stat")
 }
 
-fn parse_proc_stat(text: &str) -> Option<(u64, u64)> {
+fn parse_proc_stat(text: &str) -> Option<Ticks> {
     let line = text.lines().find(|l| l.starts_with("cpu "))?;
     let values: Vec<u64> = line
         .split_whitespace()
@@ -154,7 +198,10 @@ fn parse_proc_stat(text: &str) -> Option<(u64, u64)> {
     // user nice system idle iowait irq softirq steal (guest time is inside user).
     let total: u64 = values.iter().take(8).sum();
     let idle = values.get(3)? + values.get(4)?;
-    Some((total - idle, total))
+    Some(Ticks {
+        busy: total - idle,
+        total,
+    })
 }
 
 /// The agent's DNS counters from `/metrics` on its admin socket.
@@ -252,7 +299,13 @@ mod tests {
     #[test]
     fn proc_stat_busy_and_total() {
         let text = "cpu  100 5 50 800 20 3 2 0 0 0\ncpu0 1 2 3 4 5 6 7 8\n";
-        assert_eq!(parse_proc_stat(text), Some((160, 980)));
+        assert_eq!(
+            parse_proc_stat(text),
+            Some(Ticks {
+                busy: 160,
+                total: 980
+            })
+        );
     }
 
     #[test]
