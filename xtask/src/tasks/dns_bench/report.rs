@@ -29,6 +29,7 @@ struct Medians {
     nsd_cpu: f64,
     client_cpu: f64,
     other_cpu: f64,
+    niced_cpu: f64,
     busy: f64,
 }
 
@@ -56,6 +57,7 @@ fn medians(runs: &[Run], case: &Case) -> Option<Medians> {
         nsd_cpu: of(&|m| share(m.usage.nsd_cpu_s, m.usage.wall_s)),
         client_cpu: of(&|m| share(m.usage.client_cpu_s, m.usage.wall_s)),
         other_cpu: of(&|m| share(m.usage.other_cpu_s, m.usage.wall_s)),
+        niced_cpu: of(&|m| share(m.usage.niced_cpu_s, m.usage.wall_s)),
         busy: of(&|m| m.usage.machine_busy * 100.0),
     })
 }
@@ -144,7 +146,7 @@ fn write_all(md: &mut String, ctx: &Context, runs: &[Run]) -> std::fmt::Result {
     writeln!(md, "\n## Results (medians over {} repetitions)\n", p.reps)?;
     writeln!(
         md,
-        "| # | case | queries/s (min-max) | vs case 1 | lost | p50 ms at {rate}/s | p99 ms at {rate}/s | agent CPU | agent CPU per query | in agent, mean at {rate}/s | NSD CPU | dnsperf CPU | other processes' CPU | machine busy |",
+        "| # | case | queries/s (min-max) | vs case 1 | lost | p50 ms at {rate}/s | p99 ms at {rate}/s | agent CPU | agent CPU per query | in agent, mean at {rate}/s | NSD CPU | dnsperf CPU | other processes' CPU (niced) | machine busy |",
         rate = p.latency_qps
     )?;
     writeln!(
@@ -164,7 +166,7 @@ fn write_all(md: &mut String, ctx: &Context, runs: &[Run]) -> std::fmt::Result {
         let vs = base.map_or_else(|| "?".into(), |b| format!("{:.0}%", m.qps / b * 100.0));
         writeln!(
             md,
-            "| {} | {} | {} ({}-{}) | {vs} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.0}% |",
+            "| {} | {} | {} ({}-{}) | {vs} | {} | {} | {} | {} | {} | {} | {} | {} | {} ({}) | {:.0}% |",
             case.number,
             case.label,
             thousands(m.qps.round() as u64),
@@ -179,6 +181,7 @@ fn write_all(md: &mut String, ctx: &Context, runs: &[Run]) -> std::fmt::Result {
             pct(m.nsd_cpu),
             pct(m.client_cpu),
             pct(m.other_cpu),
+            pct(m.niced_cpu),
             m.busy
         )?;
     }
@@ -262,7 +265,9 @@ fn write_method(md: &mut String, ctx: &Context) -> std::fmt::Result {
          the task it interrupted (usually the sender), or to `ksoftirqd` (raw table). \
          \"Other processes\" is the machine's busy time less all of those: work the bench \
          did not start, competing for the same CPUs: it slows whichever case runs \
-         meanwhile, so look at it before trusting a difference between runs. \"Agent \
+         meanwhile, so look at it before trusting a difference between runs. In \
+         parentheses, the part of it that ran niced (`/proc/stat` nice time), which mostly \
+         used CPU time the bench's processes (nice 0) left idle. \"Agent \
          CPU per query\" is the agent's CPU time over the run's completed queries."
             .to_owned(),
         "- **In agent, mean**: from the agent's `redirector_dns_query_seconds` histogram \
@@ -288,7 +293,7 @@ fn write_raw(md: &mut String, runs: &[Run]) -> std::fmt::Result {
     writeln!(md, "\n## Every run: throughput\n")?;
     writeln!(
         md,
-        "| rep | order | case | queries/s | sent | completed | lost | avg latency ms | agent CPU s | agent answered / forwarded / failed | in agent, mean | NSD CPU s | dnsperf CPU s | ksoftirqd CPU s | other processes' CPU s | machine busy | problem |"
+        "| rep | order | case | queries/s | sent | completed | lost | avg latency ms | agent CPU s | agent answered / forwarded / failed | in agent, mean | NSD CPU s | dnsperf CPU s | ksoftirqd CPU s | other processes' CPU s (niced) | machine busy | problem |"
     )?;
     writeln!(
         md,
@@ -310,7 +315,7 @@ fn write_raw(md: &mut String, runs: &[Run]) -> std::fmt::Result {
         let (t, u) = (&m.throughput, &m.usage);
         writeln!(
             md,
-            "| {} | {} | {} | {} | {} | {} | {} | {:.3} | {:.2} | {} / {} / {} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.0}% | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {:.3} | {:.2} | {} / {} / {} | {} | {:.2} | {:.2} | {:.2} | {:.2} ({:.2}) | {:.0}% | {} |",
             r.rep,
             r.position,
             r.case.number,
@@ -328,6 +333,7 @@ fn write_raw(md: &mut String, runs: &[Run]) -> std::fmt::Result {
             u.client_cpu_s,
             u.ksoftirqd_cpu_s,
             u.other_cpu_s,
+            u.niced_cpu_s,
             u.machine_busy * 100.0,
             m.problem.as_deref().unwrap_or("").replace('|', "\\|")
         )?;

@@ -37,6 +37,8 @@ pub struct Snapshot {
 struct Ticks {
     /// Neither idle nor iowait.
     busy: u64,
+    /// User time of processes with a positive nice value (part of `busy`).
+    nice: u64,
     total: u64,
 }
 
@@ -57,6 +59,9 @@ pub struct Usage {
     /// Busy time of all CPUs less the agent, NSD, dnsperf and ksoftirqd: other
     /// processes on the machine (anything else running there competes for its CPUs).
     pub other_cpu_s: f64,
+    /// The part of `other_cpu_s` that ran niced (the bench's processes run at nice 0,
+    /// so this work mostly took CPU time the bench left idle).
+    pub niced_cpu_s: f64,
     pub dns: DnsCounters,
 }
 
@@ -88,6 +93,7 @@ impl Snapshot {
         let total = self.machine.total.saturating_sub(before.machine.total);
         let busy = self.machine.busy.saturating_sub(before.machine.busy);
         let ksoftirqd_cpu_s = (self.ksoftirqd_s - before.ksoftirqd_s).max(0.0);
+        let nice = self.machine.nice.saturating_sub(before.machine.nice);
         let agent_cpu_s = self.agent_s - before.agent_s;
         let nsd_cpu_s = self.nsd_s - before.nsd_s;
         let client_cpu_s = self.client_s - before.client_s;
@@ -108,6 +114,7 @@ impl Snapshot {
                 - client_cpu_s
                 - ksoftirqd_cpu_s)
                 .max(0.0),
+            niced_cpu_s: nice as f64 / clock_ticks(),
             dns: DnsCounters {
                 answered: self.dns.answered - before.dns.answered,
                 forwarded: self.dns.forwarded - before.dns.forwarded,
@@ -200,6 +207,7 @@ fn parse_proc_stat(text: &str) -> Option<Ticks> {
     let idle = values.get(3)? + values.get(4)?;
     Some(Ticks {
         busy: total - idle,
+        nice: *values.get(1)?,
         total,
     })
 }
@@ -303,6 +311,7 @@ mod tests {
             parse_proc_stat(text),
             Some(Ticks {
                 busy: 160,
+                nice: 5,
                 total: 980
             })
         );
