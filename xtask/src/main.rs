@@ -49,6 +49,9 @@ enum Cmd {
     /// DNS capture benchmark: dnsperf from the pod, captured and not captured (as root);
     /// writes bench/dns.md.
     BenchDns(tasks::BenchDnsArgs),
+    /// Load and fault benchmark: 10,000 held connections, slow peers, a black-holed
+    /// upstream (as root); writes bench/load.md.
+    BenchLoad(tasks::BenchLoadArgs),
 }
 
 fn main() -> ExitCode {
@@ -62,6 +65,7 @@ fn main() -> ExitCode {
         Cmd::BenchScale(args) => tasks::bench_scale(&args),
         Cmd::BenchHooks(args) => tasks::bench_hooks(&args),
         Cmd::BenchDns(args) => tasks::bench_dns(&args),
+        Cmd::BenchLoad(args) => tasks::bench_load(&args),
     };
     result.unwrap_or_else(|e| {
         eprintln!("xtask: {e:#}");

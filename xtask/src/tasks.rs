@@ -5,6 +5,7 @@ mod demo;
 mod dns_bench;
 pub mod ebpf;
 mod hooks;
+mod load_bench;
 mod machine;
 mod numbers;
 mod packages;
@@ -15,6 +16,7 @@ pub use bench::{BenchArgs, bench};
 pub use demo::demo;
 pub use dns_bench::{BenchDnsArgs, bench_dns};
 pub use hooks::{BenchHooksArgs, bench_hooks};
+pub use load_bench::{BenchLoadArgs, bench_load};
 pub use scale::{BenchScaleArgs, bench_scale};
 
 use anyhow::{Context, Result, bail};
