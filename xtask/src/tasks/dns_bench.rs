@@ -57,6 +57,13 @@ pub struct BenchDnsArgs {
     /// Backends (distinct hostnames) the agent serves, at most 250.
     #[arg(long, default_value_t = 100)]
     backends: usize,
+    /// A run during which other processes, not niced, used more than this share of one
+    /// CPU (percent) is discarded and done again: on a shared machine, it measured them.
+    #[arg(long, default_value_t = 25.0)]
+    max_foreign_cpu: f64,
+    /// How often one run may be done again for --max-foreign-cpu; the last is kept.
+    #[arg(long, default_value_t = 2)]
+    retries: usize,
     /// Passed to the agent as `--worker-threads` (default: its own, one per CPU).
     #[arg(long)]
     worker_threads: Option<u16>,
@@ -96,6 +103,8 @@ pub fn bench_dns(args: &BenchDnsArgs) -> Result<ExitCode> {
         latency_qps: args.latency_qps,
         outstanding: args.outstanding,
         warmup_seconds: args.warmup_seconds,
+        max_foreign: args.max_foreign_cpu / 100.0,
+        retries: args.retries,
     };
 
     let load_before = machine::load_average().unwrap_or_else(|| "?".into());

@@ -60,6 +60,10 @@ pub struct Plan {
     pub latency_qps: u64,
     pub outstanding: u32,
     pub warmup_seconds: u64,
+    /// A run during which other processes (not niced) used more than this share of one
+    /// CPU is discarded and done again, at most `retries` times.
+    pub max_foreign: f64,
+    pub retries: usize,
 }
 
 /// One run of one case.
@@ -70,6 +74,8 @@ pub struct Run {
     pub position: usize,
     pub case: &'static Case,
     pub outcome: Result<Measured, String>,
+    /// Why this run was done again and is left out of the medians.
+    pub discarded: Option<String>,
 }
 
 /// What a run measured.
@@ -112,32 +118,80 @@ pub fn run_all(bed: &DnsBed, bins: &Bins, plan: &Plan) -> Vec<Run> {
                 case.number,
                 case.label
             );
-            let outcome = measure(bed, bins, case, plan).map_err(|e| format!("{e:#}"));
-            match &outcome {
-                Ok(m) => println!(
-                    "    {:.0} queries/s ({} lost); at {}/s p50 {} ms, p99 {} ms; agent CPU {:.2} s{}",
-                    m.throughput.qps,
-                    m.throughput.lost,
-                    plan.latency_qps,
-                    ms(m.latency.latencies.percentile_ms(50.0)),
-                    ms(m.latency.latencies.percentile_ms(99.0)),
-                    m.usage.agent_cpu_s,
-                    m.problem
-                        .as_deref()
-                        .map(|p| format!("; PROBLEM: {p}"))
-                        .unwrap_or_default()
-                ),
-                Err(e) => eprintln!("bench-dns: case {} failed: {e}", case.number),
+            for attempt in 0..=plan.retries {
+                let mut outcome = measure(bed, bins, case, plan).map_err(|e| format!("{e:#}"));
+                report_progress(&outcome, case, plan);
+                let foreign = outcome.as_ref().map_or(0.0, foreign_share);
+                let crowded = foreign > plan.max_foreign;
+                let again = crowded && attempt < plan.retries;
+                if crowded
+                    && !again
+                    && let Ok(m) = &mut outcome
+                {
+                    let note = format!(
+                        "other processes used {:.0}% of a CPU (kept: retries exhausted)",
+                        foreign * 100.0
+                    );
+                    m.problem = Some(
+                        m.problem
+                            .take()
+                            .map_or(note.clone(), |p| format!("{p}; {note}")),
+                    );
+                }
+                let discarded =
+                    again.then(|| format!("other processes used {:.0}% of a CPU", foreign * 100.0));
+                if let Some(why) = &discarded {
+                    println!("    discarded ({why}); again");
+                }
+                runs.push(Run {
+                    rep: rep + 1,
+                    position: position + 1,
+                    case,
+                    outcome,
+                    discarded,
+                });
+                if !again {
+                    break;
+                }
             }
-            runs.push(Run {
-                rep: rep + 1,
-                position: position + 1,
-                case,
-                outcome,
-            });
         }
     }
     runs
+}
+
+fn report_progress(outcome: &Result<Measured, String>, case: &Case, plan: &Plan) {
+    match outcome {
+        Ok(m) => println!(
+            "    {:.0} queries/s ({} lost); at {}/s p50 {} ms, p99 {} ms; agent CPU {:.2} s{}",
+            m.throughput.qps,
+            m.throughput.lost,
+            plan.latency_qps,
+            ms(m.latency.latencies.percentile_ms(50.0)),
+            ms(m.latency.latencies.percentile_ms(99.0)),
+            m.usage.agent_cpu_s,
+            m.problem
+                .as_deref()
+                .map(|p| format!("; PROBLEM: {p}"))
+                .unwrap_or_default()
+        ),
+        Err(e) => eprintln!("bench-dns: case {} failed: {e}", case.number),
+    }
+}
+
+/// The larger, over the throughput and the latency run, of the share of one CPU that
+/// processes the bench did not start used without being niced: work that competed with
+/// the bench on equal terms (niced work mostly took time the bench left idle).
+pub fn foreign_share(m: &Measured) -> f64 {
+    [&m.usage, &m.latency_usage]
+        .iter()
+        .map(|u| {
+            if u.wall_s > 0.0 {
+                (u.other_cpu_s - u.niced_cpu_s).max(0.0) / u.wall_s
+            } else {
+                0.0
+            }
+        })
+        .fold(0.0, f64::max)
 }
 
 fn ms(v: Option<f64>) -> String {
@@ -238,4 +292,27 @@ fn problem(
         ));
     }
     (!problems.is_empty()).then(|| problems.join("; "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn foreign_share_leaves_niced_work_out_and_takes_the_worse_run() {
+        let usage = |other_cpu_s, niced_cpu_s, wall_s| Usage {
+            wall_s,
+            other_cpu_s,
+            niced_cpu_s,
+            ..Usage::default()
+        };
+        let m = Measured {
+            throughput: Summary::default(),
+            usage: usage(9.0, 8.5, 10.0),
+            latency: Outcome::default(),
+            latency_usage: usage(2.0, 0.5, 5.0),
+            problem: None,
+        };
+        assert!((foreign_share(&m) - 0.3).abs() < 1e-9);
+    }
 }

@@ -36,7 +36,7 @@ struct Medians {
 fn medians(runs: &[Run], case: &Case) -> Option<Medians> {
     let ok: Vec<&Measured> = runs
         .iter()
-        .filter(|r| r.case.number == case.number)
+        .filter(|r| r.case.number == case.number && r.discarded.is_none())
         .filter_map(|r| r.outcome.as_ref().ok())
         .collect();
     if ok.is_empty() {
@@ -270,6 +270,14 @@ fn write_method(md: &mut String, ctx: &Context) -> std::fmt::Result {
          used CPU time the bench's processes (nice 0) left idle. \"Agent \
          CPU per query\" is the agent's CPU time over the run's completed queries."
             .to_owned(),
+        format!(
+            "- **A crowded machine**: a run during which processes the bench did not start, \
+             not niced, used more than {:.0}% of one CPU (throughput or latency run) is \
+             discarded and done again, at most {} times, the last attempt being kept (and \
+             marked). Discarded runs are listed below and left out of the medians.",
+            p.max_foreign * 100.0,
+            p.retries
+        ),
         "- **In agent, mean**: from the agent's `redirector_dns_query_seconds` histogram \
          (its sum over its count, around one run): from a query's arrival at the \
          listener to its answer being sent, forwarding to NSD included. The results \
@@ -335,7 +343,7 @@ fn write_raw(md: &mut String, runs: &[Run]) -> std::fmt::Result {
             u.other_cpu_s,
             u.niced_cpu_s,
             u.machine_busy * 100.0,
-            m.problem.as_deref().unwrap_or("").replace('|', "\\|")
+            problem(r, m)
         )?;
     }
     writeln!(md, "\n## Every run: latency\n")?;
@@ -352,7 +360,7 @@ fn write_raw(md: &mut String, runs: &[Run]) -> std::fmt::Result {
         let l = &m.latency.latencies;
         writeln!(
             md,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {:.3} | {:.2} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {:.3} | {:.2} | {} | {} |",
             r.rep,
             r.position,
             r.case.number,
@@ -363,10 +371,20 @@ fn write_raw(md: &mut String, runs: &[Run]) -> std::fmt::Result {
             f3(l.max_ms().unwrap_or(f64::NAN)),
             m.latency.summary.avg_latency_ms,
             m.latency_usage.agent_cpu_s,
-            us(in_agent_us(&m.latency_usage.dns))
+            us(in_agent_us(&m.latency_usage.dns)),
+            problem(r, m)
         )?;
     }
     Ok(())
+}
+
+/// The raw tables' last column: why the run was discarded, and what looked wrong.
+fn problem(r: &Run, m: &Measured) -> String {
+    let parts: Vec<String> = (r.discarded.iter())
+        .map(|why| format!("discarded, done again: {why}"))
+        .chain(m.problem.iter().cloned())
+        .collect();
+    parts.join("; ").replace('|', "\\|")
 }
 
 fn met(ok: bool) -> &'static str {
