@@ -349,11 +349,11 @@ fn write_raw(md: &mut String, runs: &[Run]) -> std::fmt::Result {
     writeln!(md, "\n## Every run: latency\n")?;
     writeln!(
         md,
-        "| rep | order | case | responses | timeouts | p50 ms | p99 ms | max ms | dnsperf avg ms | agent CPU s | in agent, mean |"
+        "| rep | order | case | responses | timeouts | p50 ms | p99 ms | max ms | dnsperf avg ms | agent CPU s | in agent, mean | problem |"
     )?;
     writeln!(
         md,
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
     )?;
     for r in runs {
         let Ok(m) = &r.outcome else { continue };
