@@ -20,6 +20,7 @@ mod dnsperf;
 mod measure;
 mod names;
 mod nsd;
+mod raw;
 mod report;
 mod usage;
 
