@@ -141,6 +141,11 @@ pub async fn accept_until(
     shutdown: &CancellationToken,
     mut serve: impl FnMut(TcpStream, SocketAddr),
 ) {
+    // Failures are logged once per interval with how many there were, not each time:
+    // out of descriptors, every retry fails until connections close.
+    const LOG_EVERY: Duration = Duration::from_secs(10);
+    let mut failures = 0u64;
+    let mut logged: Option<tokio::time::Instant> = None;
     loop {
         let accepted = tokio::select! {
             () = shutdown.cancelled() => return,
@@ -149,8 +154,13 @@ pub async fn accept_until(
         match accepted {
             Ok((client, peer)) => serve(client, peer),
             Err(error) => {
+                failures += 1;
+                if logged.is_none_or(|at| at.elapsed() >= LOG_EVERY) {
+                    tracing::warn!(%error, failures, "accept failed; backing off (out of descriptors? see the open file limit logged at start)");
+                    logged = Some(tokio::time::Instant::now());
+                    failures = 0;
+                }
                 // EMFILE and friends: back off a little instead of spinning.
-                tracing::warn!(%error, "accept failed");
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
         }

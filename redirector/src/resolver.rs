@@ -17,8 +17,8 @@ use hickory_resolver::{
 };
 
 use crate::file_stamp::FileStamp;
-pub use exempt::Exemptions;
 use exempt::ExemptRuntime;
+pub use exempt::Exemptions;
 use hosts::HostsFile;
 
 /// Hickory on tokio, its sockets exempt from DNS capture.

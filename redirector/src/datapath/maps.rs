@@ -261,7 +261,10 @@ impl AgentSockets {
 
     /// Lists `socket` for as long as the returned guard lives: for sockets whose every
     /// send is a hook call (unconnected UDP), not just their `connect`.
-    pub fn exempt_owned(self: &Arc<Self>, socket: BorrowedFd<'_>) -> std::io::Result<OwnedExemption> {
+    pub fn exempt_owned(
+        self: &Arc<Self>,
+        socket: BorrowedFd<'_>,
+    ) -> std::io::Result<OwnedExemption> {
         let cookie = socket_cookie(socket)?;
         self.lock()
             .insert(cookie, 1, 0)
