@@ -6,8 +6,10 @@ use std::path::{Path, PathBuf};
 
 use redirector::fuzzing;
 
-/// The fuzz targets (`fuzz/fuzz_targets/<name>.rs`) and the function each one drives.
-const TARGETS: [(&str, fn(&[u8])); 5] = [
+/// A fuzz target (`fuzz/fuzz_targets/<name>.rs`) and the function it drives.
+type Target = (&'static str, fn(&[u8]));
+
+const TARGETS: [Target; 5] = [
     ("client_hello", fuzzing::client_hello),
     ("backend_yaml", fuzzing::backend_yaml),
     ("backend_json", fuzzing::backend_json),
