@@ -52,6 +52,8 @@ enum Cmd {
     /// Load and fault benchmark: 10,000 held connections, slow peers, a black-holed
     /// upstream (as root); writes bench/load.md.
     BenchLoad(tasks::BenchLoadArgs),
+    /// Run the fuzz targets (cargo-fuzz, nightly) for a while each; corpora in fuzz/corpus.
+    Fuzz(tasks::FuzzArgs),
 }
 
 fn main() -> ExitCode {
@@ -66,6 +68,7 @@ fn main() -> ExitCode {
         Cmd::BenchHooks(args) => tasks::bench_hooks(&args),
         Cmd::BenchDns(args) => tasks::bench_dns(&args),
         Cmd::BenchLoad(args) => tasks::bench_load(&args),
+        Cmd::Fuzz(args) => tasks::fuzz(&args),
     };
     result.unwrap_or_else(|e| {
         eprintln!("xtask: {e:#}");
