@@ -15,6 +15,8 @@ use super::objects::{ConfigMapDoc, SecretDoc};
 use crate::backend::model::{self, XBackend};
 use crate::backend::validate::{Backend, ObjectKey, validate};
 
+mod expansion;
+
 /// What one file holds, in document order; `Err` when the file as a whole is refused.
 pub(super) type ParsedFile = Result<Vec<Document>, String>;
 
@@ -204,6 +206,8 @@ fn identity(value: &Value) -> Result<ObjectKey, Failure> {
 
 /// Splits a multi-document YAML text into values; an empty file yields no documents.
 fn split_documents(text: &str) -> Result<Vec<Value>, serde_yaml_ng::Error> {
+    // Before building anything: aliases can make a small file expand without bound.
+    expansion::check(text)?;
     let mut documents = Vec::new();
     for document in serde_yaml_ng::Deserializer::from_str(text) {
         // Stop at the first error: the deserializer repeats a failure forever.
