@@ -22,9 +22,10 @@ const TARGETS: [&str; 5] = [
     "dns_query",
 ];
 
-/// Corpus files whose name starts with this are fixed crashes: `--cmin` keeps them even
-/// when they add no coverage, since what they pin down is a value, not a path.
-const REGRESSION_PREFIX: &str = "regression-";
+/// Corpus files `--cmin` keeps even when they add no coverage: the hand-written seeds
+/// (named, they document what each target is for) and the inputs of fixed bugs (what
+/// those pin down is a size or a value, not a path through the code).
+const KEPT_PREFIXES: [&str; 2] = ["seed-", "regression-"];
 
 /// `cargo xtask fuzz` options.
 #[derive(clap::Args, Debug)]
@@ -35,7 +36,7 @@ pub struct FuzzArgs {
     /// Run only this target.
     #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(TARGETS))]
     target: Option<String>,
-    /// Minimise each corpus afterwards (`cargo fuzz cmin`), keeping regression inputs.
+    /// Minimise each corpus afterwards (`cargo fuzz cmin`), keeping seeds and regressions.
     #[arg(long)]
     cmin: bool,
 }
@@ -149,37 +150,37 @@ fn read_stat(line: &str, outcome: &mut Outcome) {
     }
 }
 
-/// `cargo fuzz cmin <target>`, with the regression inputs set aside and put back (cmin
-/// keeps only inputs that add coverage, renamed after their hash).
+/// `cargo fuzz cmin <target>`, with the kept inputs set aside and put back (cmin keeps
+/// only inputs that add coverage, renamed after their hash).
 fn cmin(target: &str) -> Result<()> {
     let dir = corpus(target);
     let aside = tempfile::tempdir().context("cannot create a temporary directory")?;
-    let kept = move_regressions(&dir, aside.path())?;
+    let kept = move_kept(&dir, aside.path())?;
     let minimised = check_status(
         toolchain::clean_command("cargo")
             .current_dir(workspace_root())
             .args(["+nightly", "fuzz", "cmin", target]),
     );
     // Back in any case: a failed cmin must not lose them.
-    move_regressions(aside.path(), &dir)?;
+    move_kept(aside.path(), &dir)?;
     minimised?;
-    println!("{target}: corpus minimised, {kept} regression inputs kept");
+    println!("{target}: corpus minimised, {kept} seeds and regression inputs kept");
     Ok(())
 }
 
-/// Moves the regression inputs of `from` into `to`; how many there were.
-fn move_regressions(from: &Path, to: &Path) -> Result<usize> {
+/// Moves the seeds and regression inputs of `from` into `to`; how many there were.
+fn move_kept(from: &Path, to: &Path) -> Result<usize> {
     let mut moved = 0;
     for entry in
         std::fs::read_dir(from).with_context(|| format!("cannot list {}", from.display()))?
     {
         let entry = entry?;
-        if entry
-            .file_name()
-            .to_string_lossy()
-            .starts_with(REGRESSION_PREFIX)
+        let name = entry.file_name();
+        if KEPT_PREFIXES
+            .iter()
+            .any(|prefix| name.to_string_lossy().starts_with(prefix))
         {
-            let dest = to.join(entry.file_name());
+            let dest = to.join(&name);
             // Same filesystem is not guaranteed (/tmp): copy, then remove.
             std::fs::copy(entry.path(), &dest)
                 .with_context(|| format!("cannot copy {}", entry.path().display()))?;
