@@ -37,3 +37,6 @@ mod table;
 mod tls;
 mod virtual_hosts;
 mod watch;
+
+/// The rustls crypto provider the agent uses, for benchmarks that measure it.
+pub use tls::{CRYPTO_PROVIDER_NAME, crypto_provider};

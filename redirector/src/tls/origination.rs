@@ -100,7 +100,7 @@ fn build(
     protocol: Protocol,
     catalog: &Catalog,
 ) -> Result<TlsOrigination, TlsConfigError> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let provider = super::crypto_provider();
     let server_name =
         ServerName::try_from(tls.hostname.clone()).map_err(|_| TlsConfigError::BadHostname {
             hostname: tls.hostname.clone(),

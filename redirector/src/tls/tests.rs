@@ -64,7 +64,7 @@ fn key(pem: &str) -> PrivateKeyDer<'static> {
 }
 
 fn provider() -> Arc<rustls::crypto::CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
+    crate::tls::crypto_provider()
 }
 
 /// A server presenting `leaf`; with `client_ca`, it requires a client certificate.

@@ -8,7 +8,7 @@ use super::*;
 
 /// The first flight of a real rustls client for `name`.
 fn client_hello(name: ServerName<'static>) -> Vec<u8> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let provider = crate::tls::crypto_provider();
     let config = ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .unwrap()
