@@ -1,7 +1,7 @@
 //! The node proxy: where redirected connects arrive.
 //!
 //! `serve` accepts; [`connection::handle`] matches the connection to its Backend(s)
-//! through the datapath's record and hands it on: [`tcp`] splices bytes (TLS originated
+//! through the datapath's record and hands it on: [`tcp`] relays bytes (TLS originated
 //! as the Backend says), [`http`] speaks HTTP to both sides. A connection without a
 //! record was not redirected by the datapath and is closed at once: the proxy is never
 //! an open relay.
@@ -9,7 +9,7 @@
 mod connection;
 pub mod http;
 mod log_limit;
-mod splice;
+mod relay;
 mod stats;
 mod tcp;
 

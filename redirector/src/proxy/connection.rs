@@ -67,7 +67,9 @@ pub async fn handle(shared: Arc<Shared>, client: TcpStream, peer: SocketAddr) {
         Ok(Route::Backends(routed)) => routed,
         Ok(Route::Passthrough(routed)) => {
             let _ = client.set_nodelay(true);
-            if let Err((_, refused)) = tcp::splice_to_dialed(&shared, &routed, client, None).await {
+            if let Err((_, refused)) =
+                tcp::splice_to_dialed(&shared, &routed, client, Vec::new(), None).await
+            {
                 report(&shared, &peer, Some(&routed.original), None, &refused);
             }
             return;

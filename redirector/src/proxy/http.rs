@@ -77,14 +77,13 @@ pub async fn serve(shared: Arc<Shared>, routed: Routed, mut client: TcpStream) {
     let Some((opening, held)) = tcp::first_bytes(&routed, &mut client).await else {
         return;
     };
-    let client = FirstBytesGuard::released(client, held);
     let result = match opening {
         Ok(None | Some(Opening::Plain)) => {
-            serve_http(shared, routed, client).await;
+            serve_http(shared, routed, FirstBytesGuard::released(client, held)).await;
             return;
         }
         // The client does TLS itself: bytes, judged as for bytes Backends.
-        Ok(Some(hello)) => tcp::judged_splice(&shared, &routed, client, &hello).await,
+        Ok(Some(hello)) => tcp::judged_splice(&shared, &routed, client, held, &hello).await,
         Err(refused) => Err((None, tcp::opening_refusal(refused))),
     };
     if let Err((backend, refused)) = result {

@@ -22,7 +22,7 @@ use tokio_rustls::TlsConnector;
 use super::{
     ConnectionLimits, Refusal, Shared,
     connection::{Refused, Routed, connect_any},
-    splice::{Transferred, splice},
+    relay::{Transferred, relay, relay_tcp},
 };
 use crate::{
     table::{Candidates, join},
@@ -57,9 +57,8 @@ pub async fn forward(
         let Some((opening, held)) = first_bytes(routed, &mut client).await else {
             return Ok(());
         };
-        let client = FirstBytesGuard::released(client, held);
         return match opening {
-            Ok(Some(opening)) => judged_splice(shared, routed, client, &opening).await,
+            Ok(Some(opening)) => judged_splice(shared, routed, client, held, &opening).await,
             Ok(None) => Ok(()),
             Err(refused) => Err((None, opening_refusal(refused))),
         };
@@ -85,20 +84,30 @@ pub async fn forward(
     let upstream = dial(shared, &routed.upstream).await.map_err(fail)?;
     let active = shared.stats.active_guard(&label);
     let rule = opening_rule(&routed.candidates, routed.original);
-    let mut client = FirstBytesGuard::new(client, rule, origination.is_some());
-    let (moved, result) = match origination {
+    let (moved, result, verdict) = match origination {
         None => {
             shared.stats.connected(&label, connecting.elapsed());
-            let mut upstream = upstream;
-            pipe(&limits, &mut client, &mut upstream).await
+            let (mut upstream, mut client) = (upstream, client);
+            let (read, write) = client.split();
+            let mut guard = FirstBytesGuard::new(read, rule, false);
+            let (moved, result) = relay_tcp(
+                &mut guard,
+                write,
+                &mut upstream,
+                limits.buffer_size,
+                limits.idle_timeout,
+            )
+            .await;
+            (moved, result, guard.verdict().cloned())
         }
         Some(tls) => {
+            let mut client = FirstBytesGuard::new(client, rule, true);
             let mut upstream = handshake(&tls, upstream, limits.connect_timeout)
                 .await
                 .map_err(fail)?;
             shared.stats.connected(&label, connecting.elapsed());
             let (moved, result) = pipe(&limits, &mut client, &mut upstream).await;
-            match result {
+            let (moved, result) = match result {
                 Err(error) if sniff::is_reroute(&error) => {
                     // Nothing of the client's was written to the TLS connection.
                     drop(upstream);
@@ -111,13 +120,14 @@ pub async fn forward(
                     Err(pending_alert(&mut upstream).await.unwrap_or(error)),
                 ),
                 other => (moved, other),
-            }
+            };
+            (moved, result, client.verdict().cloned())
         }
     };
     drop(active);
-    let counted = match client.verdict() {
+    let counted = match verdict {
         Some(Verdict::Passthrough { .. }) => None,
-        Some(Verdict::Declared { sni: Some(sni) }) => Some(named(&routed.candidates, sni, &label)),
+        Some(Verdict::Declared { sni: Some(sni) }) => Some(named(&routed.candidates, &sni, &label)),
         _ => Some(label.clone()),
     };
     finish(shared, counted.as_deref(), moved, result).map_err(|refused| (counted, refused))
@@ -147,7 +157,8 @@ pub(super) async fn first_bytes(
 pub(super) async fn judged_splice(
     shared: &Shared,
     routed: &Routed,
-    client: FirstBytesGuard<TcpStream>,
+    client: TcpStream,
+    held: Vec<u8>,
     opening: &Opening,
 ) -> Result<(), Failure> {
     let rule = opening_rule(&routed.candidates, routed.original);
@@ -157,9 +168,11 @@ pub(super) async fn judged_splice(
                 Some(sni) => named(&routed.candidates, &sni, "-"),
                 None => routed.label(),
             };
-            splice_to_dialed(shared, routed, client, Some(backend)).await
+            splice_to_dialed(shared, routed, client, held, Some(backend)).await
         }
-        Ok(Verdict::Passthrough { .. }) => splice_to_dialed(shared, routed, client, None).await,
+        Ok(Verdict::Passthrough { .. }) => {
+            splice_to_dialed(shared, routed, client, held, None).await
+        }
         Err(refused) => Err((Some(routed.label()), opening_refusal(refused))),
     }
 }
@@ -173,23 +186,30 @@ pub(super) fn opening_refusal(refused: OpeningRefused) -> Refused {
     Refused::new(reason, refused.message)
 }
 
-/// Splices an already-judged client (its opening held for replay) to the dialed
+/// Splices an already-judged client (its opening `held` for replay) to the dialed
 /// address as it is; counted for `backend`, or as a passthrough if `None`.
-pub(super) async fn splice_to_dialed<S>(
+pub(super) async fn splice_to_dialed(
     shared: &Shared,
     routed: &Routed,
-    mut client: S,
+    mut client: TcpStream,
+    held: Vec<u8>,
     backend: Option<String>,
-) -> Result<(), Failure>
-where
-    S: AsyncRead + AsyncWrite + Unpin,
-{
+) -> Result<(), Failure> {
     let mut upstream = dial(shared, &routed.upstream)
         .await
         .map_err(|refused| (backend.clone(), refused))?;
     let active = shared.stats.active_guard(backend.as_deref().unwrap_or("-"));
     let limits = shared.limits;
-    let (moved, result) = pipe(&limits, &mut client, &mut upstream).await;
+    let (read, write) = client.split();
+    let mut replayed = FirstBytesGuard::released(read, held);
+    let (moved, result) = relay_tcp(
+        &mut replayed,
+        write,
+        &mut upstream,
+        limits.buffer_size,
+        limits.idle_timeout,
+    )
+    .await;
     drop(active);
     finish(shared, backend.as_deref(), moved, result).map_err(|refused| (backend, refused))
 }
@@ -265,7 +285,7 @@ pub(super) fn named(candidates: &Candidates, sni: &str, fallback: &str) -> Strin
         .map_or_else(|| fallback.to_owned(), |e| e.backend.key.to_string())
 }
 
-/// Copies both ways within the connection limits.
+/// Copies both ways through buffers, within the connection limits.
 async fn pipe<C, U>(
     limits: &ConnectionLimits,
     client: &mut C,
@@ -275,7 +295,7 @@ where
     C: AsyncRead + AsyncWrite + Unpin,
     U: AsyncRead + AsyncWrite + Unpin,
 {
-    splice(client, upstream, limits.buffer_size, limits.idle_timeout).await
+    relay(client, upstream, limits.buffer_size, limits.idle_timeout).await
 }
 
 fn add(a: Transferred, b: Transferred) -> Transferred {

@@ -196,6 +196,17 @@ impl<S> FirstBytesGuard<S> {
     pub fn verdict(&self) -> Option<&Verdict> {
         self.verdict.as_ref()
     }
+
+    /// Whether the opening was judged and handed on in full: from here on, reads are the
+    /// inner stream's own.
+    pub fn is_passing(&self) -> bool {
+        matches!(self.state, State::Passing)
+    }
+
+    /// The inner stream; read from it directly only once [`is_passing`](Self::is_passing).
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
 }
 
 impl<S: AsyncRead + Unpin> FirstBytesGuard<S> {

@@ -68,7 +68,7 @@ pub async fn forward(
             }
         };
         let (mut client, mut upstream) = (TokioIo::new(client), TokioIo::new(upstream));
-        let (_, result) = crate::proxy::splice::splice(
+        let (_, result) = crate::proxy::relay::relay(
             &mut client,
             &mut upstream,
             limits.buffer_size,

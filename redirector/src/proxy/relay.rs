@@ -1,0 +1,247 @@
+//! Copies bytes both ways between the client and the upstream.
+//!
+//! Half-close is kept (EOF on one side shuts down writing on the other, the other
+//! direction goes on), and an idle timer closes a connection with no bytes read either
+//! way for `--idle-timeout`. Two ways to move the bytes:
+//! - [`relay`], for any two streams (TLS on either side): each direction copies through
+//!   a buffer that grows with the traffic and is given back while idle (`buffered.rs`).
+//! - [`relay_tcp`], for a plain TCP client and a plain TCP upstream (Backends that
+//!   originate no TLS, passthrough): once the client's opening is judged, splice(2)
+//!   moves the bytes inside the kernel (`pipe.rs`).
+
+mod buffered;
+mod pipe;
+
+use std::{
+    future::poll_fn,
+    io,
+    pin::Pin,
+    sync::atomic::{AtomicU64, Ordering},
+    time::Duration,
+};
+
+use tokio::{
+    io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt},
+    net::{
+        TcpStream,
+        tcp::{ReadHalf, WriteHalf},
+    },
+    time::Instant,
+};
+
+use self::{buffered::Buffered, pipe::Pipe};
+use crate::tls::sniff::FirstBytesGuard;
+
+/// Bytes copied each way.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Transferred {
+    pub client_to_upstream: u64,
+    pub upstream_to_client: u64,
+}
+
+/// Byte counts as the directions move them, readable when the relay is cut short.
+#[derive(Debug, Default)]
+struct Counts {
+    client_to_upstream: AtomicU64,
+    upstream_to_client: AtomicU64,
+}
+
+impl Counts {
+    fn get(&self) -> Transferred {
+        Transferred {
+            client_to_upstream: self.client_to_upstream.load(Ordering::Relaxed),
+            upstream_to_client: self.upstream_to_client.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// Runs until both directions reached EOF, an I/O error, or `idle` passed with no byte
+/// read from either side. The byte counts are right also when it ends with an error.
+pub async fn relay<C, U>(
+    client: &mut C,
+    upstream: &mut U,
+    buffer_size: usize,
+    idle: Duration,
+) -> (Transferred, io::Result<()>)
+where
+    C: AsyncRead + AsyncWrite + Unpin,
+    U: AsyncRead + AsyncWrite + Unpin,
+{
+    let counts = Counts::default();
+    let activity = Activity::new();
+    let mut to_upstream = Buffered::new(buffer_size);
+    let mut to_client = Buffered::new(buffer_size);
+    let copy = poll_fn(|cx| {
+        let up = to_upstream.poll_copy(
+            cx,
+            Pin::new(&mut *client),
+            Pin::new(&mut *upstream),
+            &counts.client_to_upstream,
+            &activity,
+        )?;
+        let down = to_client.poll_copy(
+            cx,
+            Pin::new(&mut *upstream),
+            Pin::new(&mut *client),
+            &counts.upstream_to_client,
+            &activity,
+        )?;
+        if up.is_ready() && down.is_ready() {
+            std::task::Poll::Ready(Ok(()))
+        } else {
+            std::task::Poll::Pending
+        }
+    });
+    let result = until_idle(copy, &activity, idle).await;
+    (counts.get(), result)
+}
+
+/// [`relay`] for a plain TCP client (its opening read through `client`, the guard that
+/// judges and replays it) and a plain TCP upstream: after the opening, splice(2).
+pub async fn relay_tcp(
+    client: &mut FirstBytesGuard<ReadHalf<'_>>,
+    mut client_write: WriteHalf<'_>,
+    upstream: &mut TcpStream,
+    buffer_size: usize,
+    idle: Duration,
+) -> (Transferred, io::Result<()>) {
+    let counts = Counts::default();
+    let activity = Activity::new();
+    let (mut upstream_read, mut upstream_write) = upstream.split();
+    let to_upstream = async {
+        if opening(
+            client,
+            &mut upstream_write,
+            &counts.client_to_upstream,
+            &activity,
+        )
+        .await?
+        {
+            return Ok(());
+        }
+        one_way(
+            client.get_mut(),
+            &mut upstream_write,
+            buffer_size,
+            &counts.client_to_upstream,
+            &activity,
+        )
+        .await
+    };
+    let to_client = one_way(
+        &mut upstream_read,
+        &mut client_write,
+        buffer_size,
+        &counts.upstream_to_client,
+        &activity,
+    );
+    let copy = async { tokio::try_join!(to_upstream, to_client).map(|_| ()) };
+    let result = until_idle(copy, &activity, idle).await;
+    (counts.get(), result)
+}
+
+/// Copies the client's opening (held by the guard until judged, then replayed) to the
+/// upstream; `true` if the client closed before it was through.
+async fn opening(
+    client: &mut FirstBytesGuard<ReadHalf<'_>>,
+    upstream: &mut WriteHalf<'_>,
+    moved: &AtomicU64,
+    activity: &Activity,
+) -> io::Result<bool> {
+    let mut chunk = vec![0u8; buffered::INITIAL_SIZE];
+    while !client.is_passing() {
+        let read = client.read(&mut chunk).await?;
+        if read == 0 {
+            upstream.shutdown().await?;
+            return Ok(true);
+        }
+        moved.fetch_add(read as u64, Ordering::Relaxed);
+        activity.touch();
+        upstream.write_all(&chunk[..read]).await?;
+    }
+    Ok(false)
+}
+
+/// One direction between two plain TCP sockets: splice(2) through a pipe made on the
+/// first data, or through a buffer where no pipe can be made.
+async fn one_way<R, W>(
+    from: &mut R,
+    to: &mut W,
+    buffer_size: usize,
+    moved: &AtomicU64,
+    activity: &Activity,
+) -> io::Result<()>
+where
+    R: AsyncRead + AsRef<TcpStream> + Unpin,
+    W: AsyncWrite + AsRef<TcpStream> + Unpin,
+{
+    from.as_ref().readable().await?;
+    match Pipe::new() {
+        Ok(pipe) => pipe::splice_until_eof(from.as_ref(), to.as_ref(), pipe, moved, activity).await,
+        Err(error) => {
+            tracing::debug!(%error, "no pipe for splice(2): copying through a buffer");
+            let mut buffered = Buffered::new(buffer_size);
+            poll_fn(|cx| {
+                buffered.poll_copy(
+                    cx,
+                    Pin::new(&mut *from),
+                    Pin::new(&mut *to),
+                    moved,
+                    activity,
+                )
+            })
+            .await
+        }
+    }
+}
+
+/// Runs `copy` unless `idle` passes with no byte read first.
+async fn until_idle(
+    copy: impl Future<Output = io::Result<()>>,
+    activity: &Activity,
+    idle: Duration,
+) -> io::Result<()> {
+    tokio::select! {
+        result = copy => result,
+        () = activity.idle_for(idle) => Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!("no bytes in either direction for {idle:?}"),
+        )),
+    }
+}
+
+/// Time of the last successful read, in milliseconds since `start`.
+#[derive(Debug)]
+struct Activity {
+    start: Instant,
+    last_ms: AtomicU64,
+}
+
+impl Activity {
+    fn new() -> Self {
+        Self {
+            start: Instant::now(),
+            last_ms: AtomicU64::new(0),
+        }
+    }
+
+    fn touch(&self) {
+        let now = self.start.elapsed().as_millis() as u64;
+        self.last_ms.store(now, Ordering::Relaxed);
+    }
+
+    /// Completes once `idle` has passed since the last activity.
+    async fn idle_for(&self, idle: Duration) {
+        loop {
+            let last = self.start + Duration::from_millis(self.last_ms.load(Ordering::Relaxed));
+            let deadline = last + idle;
+            if Instant::now() >= deadline {
+                return;
+            }
+            tokio::time::sleep_until(deadline).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
