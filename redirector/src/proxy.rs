@@ -9,6 +9,7 @@
 mod connection;
 pub mod http;
 mod log_limit;
+mod read_ahead;
 mod relay;
 mod stats;
 mod tcp;

@@ -22,6 +22,7 @@ use tokio_rustls::TlsConnector;
 use super::{
     ConnectionLimits, Refusal, Shared,
     connection::{Refused, Routed, connect_any},
+    read_ahead::ReadAhead,
     relay::{Transferred, relay, relay_tcp},
 };
 use crate::{
@@ -33,6 +34,9 @@ use crate::{
         },
     },
 };
+
+/// A TLS connection to an upstream: rustls over a socket read in large chunks.
+pub type UpstreamTls = tokio_rustls::client::TlsStream<ReadAhead<TcpStream>>;
 
 /// How long a failed TLS connection is given to reveal a queued alert.
 const ALERT_WAIT: Duration = Duration::from_millis(100);
@@ -315,9 +319,7 @@ async fn dial(shared: &Shared, to: &[SocketAddr]) -> Result<TcpStream, Refused> 
 /// With TLS 1.3 the server judges our client certificate after our side of the handshake
 /// is done: its refusal is an alert queued behind whatever broke the splice (typically
 /// a reset when we wrote). Read once more so rustls surfaces that alert.
-async fn pending_alert(
-    upstream: &mut tokio_rustls::client::TlsStream<TcpStream>,
-) -> Option<io::Error> {
+async fn pending_alert(upstream: &mut UpstreamTls) -> Option<io::Error> {
     use tokio::io::AsyncReadExt;
     let mut byte = [0u8; 1];
     match tokio::time::timeout(ALERT_WAIT, upstream.read(&mut byte)).await {
@@ -336,7 +338,7 @@ pub async fn handshake(
     tls: &TlsOrigination,
     tcp: TcpStream,
     timeout: std::time::Duration,
-) -> Result<tokio_rustls::client::TlsStream<TcpStream>, Refused> {
+) -> Result<UpstreamTls, Refused> {
     handshake_with(tls, tls.config.clone(), tcp, timeout).await
 }
 
@@ -346,9 +348,9 @@ pub async fn handshake_with(
     config: std::sync::Arc<rustls::ClientConfig>,
     tcp: TcpStream,
     timeout: std::time::Duration,
-) -> Result<tokio_rustls::client::TlsStream<TcpStream>, Refused> {
+) -> Result<UpstreamTls, Refused> {
     let connector = TlsConnector::from(config);
-    let handshake = connector.connect(tls.server_name.clone(), tcp);
+    let handshake = connector.connect(tls.server_name.clone(), ReadAhead::new(tcp));
     match tokio::time::timeout(timeout, handshake).await {
         Ok(Ok(stream)) => Ok(stream),
         Ok(Err(error)) => {

@@ -24,13 +24,17 @@ use tokio::{
     io::{AsyncRead, AsyncWrite, ReadBuf},
     net::TcpStream,
 };
-use tokio_rustls::client::TlsStream;
 use tokio_util::either::Either;
 
 use super::{error::HttpError, metrics::BackendHttp};
 use crate::{
     datapath::AgentSockets,
-    proxy::{Shared, connection::connect_any, stats::Stats, tcp},
+    proxy::{
+        Shared,
+        connection::connect_any,
+        stats::Stats,
+        tcp::{self, UpstreamTls},
+    },
     tls::{H2, TlsOrigination},
 };
 
@@ -130,7 +134,7 @@ impl tower_service::Service<Uri> for Dialer {
 }
 
 /// An upstream connection, plain or TLS; what hyper's client is told about it.
-pub struct Upstream(Either<TcpStream, Box<TlsStream<TcpStream>>>);
+pub struct Upstream(Either<TcpStream, Box<UpstreamTls>>);
 
 impl Connection for Upstream {
     fn connected(&self) -> Connected {
