@@ -14,9 +14,17 @@
 //! comparison is between proxies doing the same work. Repetitions are interleaved case by
 //! case so a drift of the machine hits every case alike, and every number is a median. A
 //! case that fails is reported failed and the others still run.
+//!
+//! Plaintext HTTP to port 80 is measured too: straight to nginx, and through a Backend
+//! with no `tls` (bytes forwarded unchanged). After the repetitions the same run measures
+//! the ceilings (iperf3 over the same path, `openssl speed` and the agent's rustls
+//! provider on one core), and every run appends an entry to bench/history.md.
 
+mod build;
 mod case;
+mod ceilings;
 mod context;
+mod history;
 mod measure;
 mod report;
 mod servers;
@@ -34,7 +42,7 @@ use tools::Tools;
 use wrk::Workload;
 use xtask::netlab::agent;
 
-use super::{cargo, ebpf, target_dir, workspace_root};
+use super::workspace_root;
 
 /// `cargo xtask bench` options.
 #[derive(clap::Args, Debug)]
@@ -49,8 +57,9 @@ pub struct BenchArgs {
     #[arg(long)]
     quick: bool,
     /// Only these cases, comma-separated: direct, haproxy-tcp, redirector-tcp,
-    /// haproxy-http, redirector-http, or the groups tcp and http (each with direct, the
-    /// bulk reference), haproxy, redirector, all (default all).
+    /// haproxy-http, redirector-http, direct-plain, redirector-plain, or the groups tcp
+    /// and http (each with direct, the bulk reference), plain, haproxy, redirector, all
+    /// (default all).
     #[arg(long, value_name = "LIST")]
     cases: Option<String>,
     /// Only these workloads, comma-separated: keepalive, close, bulk, all (default all).
@@ -63,6 +72,16 @@ pub struct BenchArgs {
     /// Benchmark this redirector binary instead of building target/release/redirector.
     #[arg(long)]
     redirector_bin: Option<PathBuf>,
+    /// What variant is measured (e.g. "aws-lc-rs", "splice(2)"): printed in the report
+    /// header and recorded in the history.
+    #[arg(long, value_name = "TEXT")]
+    label: Option<String>,
+    /// The history file every run appends its entry to (default bench/history.md).
+    #[arg(long, value_name = "FILE")]
+    history: Option<PathBuf>,
+    /// Skip the ceilings (iperf3, openssl speed, tls_speed).
+    #[arg(long)]
+    no_ceilings: bool,
 }
 
 /// Where HAProxy `mode tcp` listens (node, pod-facing address).
@@ -99,14 +118,19 @@ pub fn bench(args: &BenchArgs) -> Result<ExitCode> {
     });
 
     let tools = tools::ensure()?;
-    let redirector = if cases.iter().any(|c| !c.is_reference()) {
-        build_redirector(args)
+    let redirector = if cases.iter().any(|c| c.is_redirector()) {
+        build::redirector(args)
     } else {
         Err("not built, no redirector case was selected (--cases)".to_owned())
     };
     if let Ok(bin) = &redirector {
         agent::use_redirector_bin(bin.clone());
     }
+    let tls_speed = if args.no_ceilings {
+        Err("not built (--no-ceilings)".to_owned())
+    } else {
+        build::tls_speed()
+    };
 
     let plan = Plan {
         duration_s,
@@ -114,10 +138,12 @@ pub fn bench(args: &BenchArgs) -> Result<ExitCode> {
         tools: &tools,
         cases,
         workloads,
+        ceilings: !args.no_ceilings,
+        tls_speed,
     };
     let mut setup = Vec::new();
     let load_before = loadavg();
-    let results = run(
+    let (results, ceilings) = run(
         &plan,
         redirector.as_deref().map_err(Clone::clone),
         &mut setup,
@@ -135,6 +161,22 @@ pub fn bench(args: &BenchArgs) -> Result<ExitCode> {
         setup,
         commands: commands(&plan),
     };
+    let label = args.label.as_deref().unwrap_or("");
+    ctx.machine.insert(
+        0,
+        (
+            "label".into(),
+            if label.is_empty() {
+                "(none; --label names the variant measured)".into()
+            } else {
+                label.to_owned()
+            },
+        ),
+    );
+    if let Some(c) = &ceilings {
+        ctx.machine
+            .push(("rustls crypto provider".into(), c.provider()));
+    }
     ctx.machine.push((
         "load average (1, 5, 15 min)".into(),
         format!(
@@ -142,13 +184,23 @@ pub fn bench(args: &BenchArgs) -> Result<ExitCode> {
             loadavg()
         ),
     ));
-    let md = report::render(&results, &ctx);
+    let md = report::render(&results, ceilings.as_ref(), &ctx);
     println!("\n{md}");
     if let Some(dir) = out.parent() {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
     std::fs::write(&out, &md).with_context(|| format!("cannot write {}", out.display()))?;
     println!("bench: report written to {}", out.display());
+    let history_file = args
+        .history
+        .clone()
+        .unwrap_or_else(|| workspace_root().join("bench/history.md"));
+    let head = history::head(args, &plan, &redirector, &out);
+    history::append(
+        &history_file,
+        &report::history_entry(&results, ceilings.as_ref(), &head),
+    )?;
+    println!("bench: run recorded in {}", history_file.display());
     let broken: Vec<&str> = plan
         .cases
         .iter()
@@ -174,6 +226,10 @@ struct Plan<'a> {
     cases: Vec<Case>,
     /// In run order (`--workloads`).
     workloads: Vec<Workload>,
+    /// Whether to measure the ceilings after the repetitions (not `--no-ceilings`).
+    ceilings: bool,
+    /// `examples/tls_speed`, or why there is none.
+    tls_speed: Result<PathBuf, String>,
 }
 
 impl Plan<'_> {
@@ -228,28 +284,6 @@ fn parse_duration(text: &str) -> Result<u64> {
         bail!("--duration must be at least 1s");
     }
     Ok(value * scale)
-}
-
-/// The release agent (and its eBPF object), or why there is none: a failed build fails
-/// only the redirector case, the references still run.
-fn build_redirector(args: &BenchArgs) -> Result<PathBuf, String> {
-    if let Some(bin) = &args.redirector_bin {
-        return std::fs::canonicalize(bin)
-            .map_err(|e| format!("--redirector-bin {}: {e}", bin.display()));
-    }
-    println!("bench: building the eBPF object and the agent (release)");
-    ebpf::build_ebpf()
-        .map_err(|e| format!("the eBPF build failed: {e} (output above the report)"))?;
-    let status = cargo()
-        .args(["build", "--release", "-p", "redirector"])
-        .status()
-        .map_err(|e| format!("cannot run cargo: {e}"))?;
-    if !status.success() {
-        return Err(format!(
-            "`cargo build --release -p redirector` failed ({status}; the compiler output is above the report)"
-        ));
-    }
-    Ok(target_dir().join("release/redirector"))
 }
 
 #[cfg(test)]

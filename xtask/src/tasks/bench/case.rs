@@ -11,8 +11,8 @@ use xtask::netlab::{
 
 use super::{
     Plan,
-    report::{Case, Layer, Results},
-    servers::{self, Dnat, Haproxy, Nginx},
+    report::{Case, Results},
+    servers::{self, BackendSpec, Dnat, Haproxy, Nginx},
     tools,
 };
 
@@ -29,7 +29,7 @@ pub(super) struct Bed<'a> {
 
 /// The Backend directory of one redirector case.
 pub(super) struct BackendDir {
-    pub(super) layer: Layer,
+    pub(super) case: Case,
     pub(super) path: PathBuf,
     /// What `redirector check` said about it, if it objected.
     pub(super) check_problems: Option<String>,
@@ -46,7 +46,7 @@ impl Bed<'_> {
         agent_threads: &mut Option<u32>,
     ) -> Result<()> {
         match case {
-            Case::Direct => {
+            Case::Direct | Case::DirectPlain => {
                 self.ensure_detached()?;
                 self.workloads(plan, rep, case, None, results, || None);
                 Ok(())
@@ -62,7 +62,7 @@ impl Bed<'_> {
                 self.workloads(plan, rep, case, Some(haproxy.pid()), results, || None);
                 dnat.disable()
             }
-            Case::RedirectorTcp | Case::RedirectorHttp => {
+            Case::RedirectorTcp | Case::RedirectorHttp | Case::RedirectorPlain => {
                 self.run_redirector(plan, rep, case, results, agent_threads)
             }
         }
@@ -80,7 +80,7 @@ impl Bed<'_> {
         results: &mut Results,
         agent_threads: &mut Option<u32>,
     ) -> Result<()> {
-        let Some(backends) = self.backends.iter().find(|b| Some(b.layer) == case.layer()) else {
+        let Some(backends) = self.backends.iter().find(|b| b.case == case) else {
             bail!("no Backend directory for {}", case.label());
         };
         let pins = self.bpffs.path().join("redirector");
@@ -198,6 +198,18 @@ impl Bed<'_> {
             );
         }
         Ok(())
+    }
+}
+
+/// The Backend a redirector case declares (none for the other cases).
+pub(super) fn backend_spec(case: Case) -> Option<BackendSpec> {
+    match case {
+        Case::RedirectorTcp => Some(BackendSpec::Tls { protocol: "TCP" }),
+        Case::RedirectorHttp => Some(BackendSpec::Tls { protocol: "HTTP" }),
+        Case::RedirectorPlain => Some(BackendSpec::Plain {
+            port: crate::tasks::bench::report::PLAIN_PORT,
+        }),
+        _ => None,
     }
 }
 

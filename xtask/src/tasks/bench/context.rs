@@ -1,11 +1,11 @@
 //! What the report says besides the numbers: machine and versions, load average, setup
-//! lines and the exact wrk commands.
+//! lines and the exact wrk (and ceiling) commands.
 
 use std::path::Path;
 
 use super::{
-    HAPROXY_HTTP_PORT, HAPROXY_TCP_PORT, Plan,
-    report::{self, Case},
+    HAPROXY_HTTP_PORT, HAPROXY_TCP_PORT, Plan, ceilings,
+    report::{self, Case, PLAIN_PORT},
     servers::{HOSTNAME, Haproxy, Nginx},
     tools::{self, Tools},
 };
@@ -30,8 +30,9 @@ pub(super) fn describe(plan: &Plan, nginx: &Nginx, haproxy: Option<&Haproxy>) ->
             .to_owned(),
         format!(
             "nginx: `worker_processes 1`, `listen 10.200.2.2:443 ssl`, TLS 1.2 + 1.3, no HTTP/2 (every \
-             proxy gets http/1.1 by ALPN), keepalive_requests 100000, static /1k (1024 B) and /1m \
-             (1 MiB); ECDSA P-256 certificate for {HOSTNAME} from an rcgen test CA ({} processes: \
+             proxy gets http/1.1 by ALPN), and `listen 10.200.2.2:{PLAIN_PORT}` (plaintext HTTP, the \
+             plaintext cases) in the same server; keepalive_requests 100000, static /1k (1024 B) and /1m \
+             (1 MiB), sendfile on; ECDSA P-256 certificate for {HOSTNAME} from an rcgen test CA ({} processes: \
              master + worker); config: bench/nginx.conf.tmpl",
             nginx.pids().len()
         ),
@@ -50,8 +51,14 @@ pub(super) fn describe(plan: &Plan, nginx: &Nginx, haproxy: Option<&Haproxy>) ->
          attached to the pod cgroup during the other cases and every repetition starts with an \
          empty pool; Backend: bench/backend.yaml.tmpl"
             .to_owned(),
-        "the client speaks HTTP/1.1 to every case (plaintext to the proxies, wrk's own TLS to \
-         nginx for direct TLS)"
+        format!(
+            "plaintext Backend: `bench/api-plain` for api.redirector.test:{PLAIN_PORT}, no `tls`, \
+             `protocol: TCP`: the agent forwards the bytes unchanged; a redirector run in which the \
+             agent accepted no connection (`PassiveOpens` of the node namespace) fails as not \
+             redirected; Backend: bench/backend-plain.yaml.tmpl"
+        ),
+        "the client speaks HTTP/1.1 to every case (plaintext to the proxies and in the plaintext \
+         cases, wrk's own TLS to nginx for direct TLS)"
             .to_owned(),
         "conntrack is on in the pod namespace for every case (the nat hook stays installed, as on a \
          Kubernetes node); pod and node: ip_local_port_range 1024-65535, tcp_tw_reuse=1"
@@ -63,6 +70,16 @@ pub(super) fn describe(plan: &Plan, nginx: &Nginx, haproxy: Option<&Haproxy>) ->
         .any(|c| matches!(c, Case::HaproxyTcp | Case::HaproxyHttp));
     if wants_haproxy && haproxy.is_none() {
         lines.push("HAProxy did not start (see its rows)".to_owned());
+    }
+    if plan.ceilings {
+        lines.push(format!(
+            "ceilings, once after the repetitions, no program attached to the pod cgroup: iperf3 \
+             (`iperf3 -s -B 10.200.2.2` in ext, client in the pod netns and cgroup, `-R` so ext sends, \
+             as nginx does in the bulk runs, {} s); `openssl speed` (one process); \
+             `cargo build --release -p redirector --example tls_speed` run on the host (one thread, \
+             1 GiB, then 2 s of full handshakes)",
+            plan.duration_s
+        ));
     }
     lines
 }
@@ -80,6 +97,24 @@ pub(super) fn commands(plan: &Plan) -> Vec<String> {
                 .collect();
             lines.push(format!("wrk {}", args.join(" ")));
         }
+    }
+    if plan.ceilings {
+        lines.push("# ceilings".to_owned());
+        lines.push(format!(
+            "iperf3 {}  # in the pod; iperf3 -s -B 10.200.2.2 in ext",
+            ceilings::iperf3_args(plan.duration_s).join(" ")
+        ));
+        let seconds = ceilings::openssl_seconds(plan.duration_s);
+        for block in [16384, 1024] {
+            lines.push(format!(
+                "openssl {}",
+                ceilings::openssl_args(seconds, block).join(" ")
+            ));
+        }
+        lines.push(format!(
+            "target/release/examples/tls_speed {}",
+            ceilings::TLS_SPEED_ARGS.join(" ")
+        ));
     }
     lines
 }
@@ -123,6 +158,8 @@ pub(super) fn machine(
         ("nginx".into(), tools::version(&tools.nginx, "-v")),
         ("HAProxy".into(), tools::version(&tools.haproxy, "-v")),
         ("wrk".into(), tools::version(&tools.wrk, "-v")),
+        ("iperf3".into(), tools::version(&tools.iperf3, "--version")),
+        ("OpenSSL".into(), tools::version(&tools.openssl, "version")),
         (
             "note".into(),
             "client, proxy and server share these CPUs: compare cases with each other, not with other machines"

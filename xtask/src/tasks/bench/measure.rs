@@ -1,7 +1,10 @@
 //! One wrk run from the pod, the CPU the proxy and nginx spent during it (from
 //! /proc/<pid>/stat before and after) and the TCP connections nginx accepted (from its
 //! namespace's /proc/net/snmp): whether a proxy reuses upstream connections is a count,
-//! not a guess from the throughput.
+//! not a guess from the throughput. For a redirector case the connections the agent
+//! accepted are counted the same way (its node namespace): a plaintext client that was
+//! not redirected would still get its answers, straight from nginx, so a run in which
+//! the agent accepted nothing is refused.
 
 use anyhow::{Result, bail};
 use xtask::netlab::ChildGuard;
@@ -30,6 +33,10 @@ impl Bed<'_> {
             |pids: &[u32]| -> Result<f64> { pids.iter().map(|&p| servers::cpu_seconds(p)).sum() };
         // The master's namespace is the ext namespace; only nginx accepts there.
         let opens = || servers::passive_opens(nginx_pids[0]).ok();
+        // The node namespace: only the agent accepts there during a redirector run.
+        let agent_pid = proxy_pid.filter(|_| case.is_redirector());
+        let accepted = || agent_pid.map(servers::passive_opens).transpose();
+        let accepted_before = accepted()?;
         let proxy_before = proxy_pid.map(servers::cpu_seconds).transpose()?;
         let nginx_before = cpu(&nginx_pids)?;
         let opens_before = opens();
@@ -42,6 +49,7 @@ impl Bed<'_> {
         let proxy_after = proxy_pid.map(servers::cpu_seconds).transpose()?;
         let nginx_after = cpu(&nginx_pids)?;
         let opens_after = opens();
+        let accepted_after = accepted()?;
         if !finished.status.success() {
             bail!(
                 "wrk exited with {}: {}",
@@ -50,6 +58,15 @@ impl Bed<'_> {
             );
         }
         let report = wrk::parse(&finished.stdout.join("\n"))?;
+        if let (Some(before), Some(after)) = (accepted_before, accepted_after)
+            && after == before
+            && report.requests > 0
+        {
+            bail!(
+                "not redirected: wrk completed {} requests but the agent accepted no connection",
+                report.requests
+            );
+        }
         Ok(Sample {
             rep,
             wrk: report,

@@ -1,21 +1,28 @@
 //! Results of the benchmark runs and the Markdown report made of them.
 //!
-//! The report is made of the results table (`summary`), the ratios against the
-//! references (`ratios`), the TCP Backend against the last committed run before HTTP
+//! The report is made of the results table (`summary`), the machine's ceilings measured
+//! in the same run (`ceilings`), the ratios against the references (`ratios`), the issue
+//! 14 targets (`targets`), the TCP Backend against the last committed run before HTTP
 //! forwarding (`before`) and every run (`runs`); this module puts them together. Only
 //! the planned cases and workloads appear (`--cases`, `--workloads`), so a partial run
-//! has no empty rows.
+//! has no empty rows. `history` makes the short entry every run appends to
+//! bench/history.md.
 
 mod before;
 mod cases;
+mod ceilings;
 mod format;
+mod history;
 mod ratios;
 mod results;
 mod runs;
 mod summary;
+mod targets;
 
-pub use cases::{Case, Layer};
+pub use cases::{Case, Layer, PLAIN_PORT};
+pub use ceilings::{Ceilings, CopyCeiling, OpensslSpeed, TlsSpeed};
 pub use format::one_line;
+pub use history::{HistoryHead, entry as history_entry};
 pub use results::{Results, Sample};
 
 use super::wrk;
@@ -41,7 +48,7 @@ pub struct Context {
 }
 
 /// The Markdown report.
-pub fn render(results: &Results, ctx: &Context) -> String {
+pub fn render(results: &Results, ceilings: Option<&Ceilings>, ctx: &Context) -> String {
     let mut md = String::new();
     let _ = writeln!(md, "# redirector benchmark{}\n", ctx.title_note);
     for (key, value) in &ctx.machine {
@@ -55,9 +62,9 @@ pub fn render(results: &Results, ctx: &Context) -> String {
         ctx.duration_s
     );
     md.push_str(
-        "| case | req/s | p50 | p99 | conn/s | bulk MiB/s | proxy CPU s/10k req | proxy CPU s/10k conn | nginx CPU s/10k req | upstream conns per 1k conn |\n",
+        "| case | req/s | p50 | p99 | conn/s | bulk MiB/s | proxy CPU s/10k req | proxy CPU s/10k conn | proxy CPU s/GiB | nginx CPU s/10k req | upstream conns per 1k conn |\n",
     );
-    md.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    md.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     let mut footnotes: Vec<String> = Vec::new();
     for &case in &results.cases {
         md.push_str(&row(results, case, &mut footnotes));
@@ -68,7 +75,8 @@ pub fn render(results: &Results, ctx: &Context) -> String {
          `Connection: close`, so every request is a new client connection (CPU per 10k conn from \
          this run); for direct TLS and the TCP Backends every one is also a new TLS handshake with \
          nginx, while the HTTP proxies reuse pooled upstream connections. bulk: GETs of /1m over 4 \
-         connections (`-t1 -c4`), wrk's Transfer/sec. Proxy CPU: utime + stime of the proxy \
+         connections (`-t1 -c4`), wrk's Transfer/sec; proxy CPU s/GiB: proxy CPU of the bulk run \
+         per GiB wrk read. Proxy CPU: utime + stime of the proxy \
          process from /proc/<pid>/stat across the run. Upstream conns per 1k conn: TCP \
          connections nginx accepted (`PassiveOpens` of its namespace) per 1,000 requests of the \
          `Connection: close` run.\n",
@@ -76,8 +84,14 @@ pub fn render(results: &Results, ctx: &Context) -> String {
     for (i, note) in footnotes.iter().enumerate() {
         let _ = writeln!(md, "\n[{}] {note}", i + 1);
     }
+    if let Some(ceilings) = ceilings {
+        md.push_str(&ceilings::section(ceilings, results));
+    }
 
     md.push_str("\n## Ratios and targets\n");
+    if let Some(section) = targets::section(results) {
+        md.push_str(&section);
+    }
     md.push_str(&ratios(results));
     if let Some(section) = before(results) {
         md.push_str(&section);
@@ -124,6 +138,7 @@ mod tests {
                 p99_us: p99,
                 mib_per_s: rps / 1000.0,
                 requests: (rps * 10.0) as u64,
+                read_bytes: rps * 10.0 * 1024.0,
                 non_2xx: 0,
                 socket_errors: 0,
                 socket_errors_line: None,
@@ -164,7 +179,7 @@ mod tests {
             Case::RedirectorHttp,
             "the agent refused\nthe Backend | tls".into(),
         );
-        let md = render(&results, &context());
+        let md = render(&results, None, &context());
         assert!(md.contains("| direct TLS (wrk → nginx) | 2,000 |"), "{md}");
         assert!(
             md.contains(
@@ -186,6 +201,12 @@ mod tests {
             md.contains("| req/s (keepalive) | 35,214 | 500 | 0.014 | ≥ 1.0 | **no** | 0.042 |"),
             "{md}"
         );
+        assert!(
+            md.contains(
+                "| TLS Backend (redirector TCP) / direct TLS, bulk 1 MiB MiB/s | 0.250 | ≥ 0.95 | **no** |"
+            ),
+            "{md}"
+        );
         assert!(results.complete(Case::HaproxyHttp));
         assert!(!results.complete(Case::RedirectorHttp));
     }
@@ -201,12 +222,12 @@ mod tests {
                 Ok(sample(1, 600.0, 1000.0, Some(1.0))),
             );
         }
-        let md = render(&results, &context());
+        let md = render(&results, None, &context());
         assert!(!md.contains("direct TLS (wrk"), "{md}");
         assert!(!md.contains("### TCP Backends"), "{md}");
         assert!(!md.contains("failed"), "{md}");
         assert!(
-            md.contains("| HAProxy mode http (nbthread 1) | 600 | 500 µs | 1.00 ms | — | — | 1.667 | — | 1.667 | — |"),
+            md.contains("| HAProxy mode http (nbthread 1) | 600 | 500 µs | 1.00 ms | — | — | 1.667 | — | — | 1.667 | — |"),
             "{md}"
         );
         assert!(
@@ -214,6 +235,108 @@ mod tests {
             "{md}"
         );
         assert!(!md.contains("direct TLS, bulk"), "{md}");
+        assert!(
+            md.contains(
+                "| TLS Backend (redirector HTTP) / HAProxy mode http, keep-alive req/s | 1.000 | ≥ 1.2 | **no** |"
+            ),
+            "{md}"
+        );
+        assert!(
+            md.contains("| Proxy CPU per 10k requests (keep-alive): redirector HTTP / HAProxy mode http | 1.000 | < 1.0 | **no** |"),
+            "{md}"
+        );
+        assert!(!md.contains("Plaintext Backend"), "{md}");
+        assert!(!md.contains("## Ceilings"), "{md}");
         assert!(results.complete(Case::RedirectorHttp));
+    }
+
+    #[test]
+    fn plaintext_cases_ceilings_and_history() {
+        let cases = [Case::DirectPlain, Case::RedirectorPlain];
+        let mut results = Results::new(&cases, &[Workload::Bulk]);
+        results.record(
+            Case::DirectPlain,
+            Workload::Bulk,
+            Ok(sample(1, 2000.0, 900.0, None)),
+        );
+        results.record(
+            Case::RedirectorPlain,
+            Workload::Bulk,
+            Ok(sample(1, 1900.0, 1000.0, Some(1.0))),
+        );
+        let ceilings = Ceilings {
+            copy: Ok(CopyCeiling {
+                seconds: 3,
+                mib_per_s: 4.0,
+                retransmits: Some(0),
+                receiver_cpu_pct: Some(50.0),
+                sender_cpu_pct: Some(60.0),
+            }),
+            openssl: Err("no openssl".into()),
+            rustls: Ok(TlsSpeed {
+                provider: "ring".into(),
+                suite: "TLS13_AES_128_GCM_SHA256".into(),
+                record_bytes: 16384,
+                bytes: 1 << 30,
+                seal_mib_s: 6000.0,
+                open_mib_s: 2000.0,
+                handshakes_per_s: None,
+                client_handshakes_per_s: Some(5000.0),
+            }),
+        };
+        let md = render(&results, Some(&ceilings), &context());
+        // 1 CPU second for 19,456,000 bytes read: 55.188 s per GiB.
+        assert!(
+            md.contains("| redirector, plaintext Backend | — | — | — | — | 1.9 | — | — | 55.188 |"),
+            "{md}"
+        );
+        assert!(
+            md.contains(
+                "| Plaintext Backend / direct plaintext, bulk 1 MiB MiB/s | 0.950 | ≥ 0.9 | yes |"
+            ),
+            "{md}"
+        );
+        assert!(
+            md.contains("| copy: TCP, 1 stream, ext → node → pod, 3 s | 4.0 MiB/s |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| crypto: OpenSSL AES-128-GCM | failed |"),
+            "{md}"
+        );
+        assert!(
+            md.contains(
+                "| handshakes: rustls (ring) full TLS 1.3, client side, 1 core | 5,000/s |"
+            ),
+            "{md}"
+        );
+        assert!(
+            md.contains("direct plaintext 50%, redirector plaintext 48%"),
+            "{md}"
+        );
+        let head = HistoryHead {
+            date: "2026-11-24 12:00 UTC".into(),
+            commit: "abc1234".into(),
+            redirector: "--redirector-bin /tmp/r".into(),
+            label: "splice(2)".into(),
+            run: "quick".into(),
+            report: "/tmp/x.md".into(),
+        };
+        let entry = history_entry(&results, Some(&ceilings), &head);
+        assert!(
+            entry.starts_with("\n## 2026-11-24 12:00 UTC · abc1234 · label: splice(2)\n"),
+            "{entry}"
+        );
+        assert!(entry.contains("- crypto provider: ring\n"), "{entry}");
+        assert!(
+            entry.contains("| redirector-plain | — | — | — | — | 1.9 | 1.00 ms |"),
+            "{entry}"
+        );
+        assert!(
+            entry.contains(
+                "| Plaintext Backend / direct plaintext, bulk 1 MiB MiB/s | 0.950 | ≥ 0.9 | yes |"
+            ),
+            "{entry}"
+        );
     }
 }

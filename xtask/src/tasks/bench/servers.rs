@@ -6,11 +6,12 @@
 //! so an error anywhere in the benchmark leaves nothing running.
 //!
 //! The pieces: [`pki`] (CA, certificate, Backend directory), [`nginx`], [`haproxy`],
-//! [`dnat`] and [`process`] (what /proc says about the servers and the agent); this module
+//! [`dnat`], [`iperf3`] (the copy ceiling's server) and [`process`] (what /proc says about the servers and the agent); this module
 //! keeps what the servers share: starting, waiting for a listener, stopping.
 
 mod dnat;
 mod haproxy;
+mod iperf3;
 mod nginx;
 mod pki;
 mod process;
@@ -26,8 +27,9 @@ use xtask::netlab::{ChildGuard, Netns, Stream};
 
 pub use dnat::Dnat;
 pub use haproxy::{Haproxy, Listen};
+pub use iperf3::Iperf3Server;
 pub use nginx::Nginx;
-pub use pki::{Pki, write_backend_dir};
+pub use pki::{BackendSpec, Pki, write_backend_dir};
 pub use process::{cpu_seconds, find_redirector, passive_opens, threads};
 
 /// The name the service is declared and served under.

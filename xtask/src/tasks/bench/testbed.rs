@@ -1,5 +1,6 @@
-//! The test bed of `cargo xtask bench`: namespaces, servers, DNAT and Backend directory
-//! built once, every repetition of every case run on it, all torn down at the end.
+//! The test bed of `cargo xtask bench`: namespaces, servers, DNAT and Backend directories
+//! built once, every repetition of every case run on it, then the ceilings, all torn
+//! down at the end.
 
 use std::{
     net::{IpAddr, SocketAddr},
@@ -11,23 +12,25 @@ use xtask::netlab::{Bpffs, EXT_V4, NODE_POD_V4, Topology, agent};
 
 use super::{
     HAPROXY_HTTP_PORT, HAPROXY_TCP_PORT, Plan, SERVICE_PORT,
-    case::{BackendDir, Bed},
+    case::{BackendDir, Bed, backend_spec},
+    ceilings,
     context::describe,
-    report::{self, Case, Layer, Results},
+    report::{self, Case, Ceilings, PLAIN_PORT, Results},
     servers::{self, Dnat, HOSTNAME, Haproxy, Listen, Nginx, Pki},
 };
 
-/// Builds the test bed, runs every repetition, tears everything down (guards, also on
-/// error) and returns what was measured.
+/// Builds the test bed, runs every repetition, measures the ceilings, tears everything
+/// down (guards, also on error) and returns what was measured.
 pub(super) fn run(
     plan: &Plan,
     redirector: Result<&Path, String>,
     setup: &mut Vec<String>,
-) -> Result<Results> {
+) -> Result<(Results, Option<Ceilings>)> {
     let mut results = Results::new(&plan.cases, &plan.workloads);
     if let Err(reason) = &redirector {
-        results.give_up(Case::RedirectorTcp, reason.clone());
-        results.give_up(Case::RedirectorHttp, reason.clone());
+        for case in plan.cases.iter().filter(|c| c.is_redirector()) {
+            results.give_up(*case, reason.clone());
+        }
     }
     let haproxy_cases: Vec<Case> = plan
         .cases
@@ -58,13 +61,14 @@ pub(super) fn run(
         )?;
     }
     let service = SocketAddr::new(EXT_V4.into(), SERVICE_PORT);
+    let plain = SocketAddr::new(EXT_V4.into(), PLAIN_PORT);
     let listen = Listen {
         tcp: SocketAddr::new(NODE_POD_V4.into(), HAPROXY_TCP_PORT),
         http: SocketAddr::new(NODE_POD_V4.into(), HAPROXY_HTTP_PORT),
     };
 
-    println!("bench: starting nginx in the ext namespace ({service})");
-    let nginx = Nginx::start(&plan.tools.nginx, &topology.ext, dir.path(), service)?;
+    println!("bench: starting nginx in the ext namespace ({service} TLS, {plain} plaintext)");
+    let nginx = Nginx::start(&plan.tools.nginx, &topology.ext, dir.path(), service, plain)?;
     // HAProxy and its DNAT only when a HAProxy case is planned: a failure to start it
     // then fails those cases, not the run.
     let (haproxy, dnat) = if haproxy_cases.is_empty() {
@@ -95,16 +99,16 @@ pub(super) fn run(
     };
     let bpffs = Bpffs::new()?;
     // One directory per redirector case, so each agent loads only its own Backend.
-    let backends = [Layer::Tcp, Layer::Http]
-        .into_iter()
-        .map(|layer| -> Result<BackendDir> {
-            let path = dir
-                .path()
-                .join(format!("backends-{}", layer.protocol().to_lowercase()));
-            servers::write_backend_dir(&path, &pki.ca_pem, layer.protocol())?;
+    let backends = plan
+        .cases
+        .iter()
+        .filter_map(|&case| Some((case, backend_spec(case)?)))
+        .map(|(case, spec)| -> Result<BackendDir> {
+            let path = dir.path().join(format!("backends-{}", case.name()));
+            servers::write_backend_dir(&path, &pki.ca_pem, spec)?;
             let check_problems = redirector.as_ref().ok().and_then(|_| check_backends(&path));
             Ok(BackendDir {
-                layer,
+                case,
                 path,
                 check_problems,
             })
@@ -137,6 +141,7 @@ pub(super) fn run(
             }
         }
     }
+    let ceilings = plan.ceilings.then(|| ceilings::measure(plan, &bed));
     if let Some(n) = agent_threads {
         setup.push(format!(
             "redirector agent: {n} threads (tokio runtime defaults)"
@@ -145,12 +150,12 @@ pub(super) fn run(
     for b in &bed.backends {
         if let Some(problems) = &b.check_problems {
             setup.push(format!(
-                "`redirector check` on the {} Backend directory: {problems}",
-                b.layer.protocol()
+                "`redirector check` on the Backend directory of {}: {problems}",
+                b.case.label()
             ));
         }
     }
-    Ok(results)
+    Ok((results, ceilings))
 }
 
 /// `redirector check` on the Backend directory; its complaints, if any.

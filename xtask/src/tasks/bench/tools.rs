@@ -1,5 +1,5 @@
-//! The programs the benchmark drives (nginx, HAProxy, wrk, iptables or nft): found on
-//! `PATH`, installed with apt-get when missing.
+//! The programs the benchmark drives (nginx, HAProxy, wrk, iptables or nft, and iperf3
+//! and openssl for the ceilings): found on `PATH`, installed with apt-get when missing.
 
 use anyhow::{Context, Result, bail};
 use std::path::{Path, PathBuf};
@@ -15,6 +15,8 @@ pub struct Tools {
     pub haproxy: PathBuf,
     pub wrk: PathBuf,
     pub nat: NatTool,
+    pub iperf3: PathBuf,
+    pub openssl: PathBuf,
 }
 
 /// What sets up the DNAT of the HAProxy case.
@@ -38,6 +40,8 @@ pub fn ensure() -> Result<Tools> {
         haproxy: found("haproxy")?,
         wrk: found("wrk")?,
         nat,
+        iperf3: found("iperf3")?,
+        openssl: found("openssl")?,
     })
 }
 
@@ -45,7 +49,9 @@ pub fn ensure() -> Result<Tools> {
 fn missing_packages() -> Vec<&'static str> {
     let mut wanted = Vec::new();
     wanted.extend(packages::nginx_package());
-    for tool in ["haproxy", "wrk"] {
+    // The iperf3 package's daemon is not started: its debconf default is no, and the
+    // install runs with a policy-rc.d that denies service starts.
+    for tool in ["haproxy", "wrk", "iperf3", "openssl"] {
         if which(tool).is_none() {
             wanted.push(tool);
         }

@@ -93,6 +93,9 @@ pub struct Report {
     pub mib_per_s: f64,
     /// Completed requests (responses read), whatever their status.
     pub requests: u64,
+    /// Bytes read in the run ("N requests in 10.01s, 7.45GB read"; wrk's units are powers
+    /// of 1024, printed with two decimals).
+    pub read_bytes: f64,
     /// Responses with a status >= 400.
     pub non_2xx: u64,
     /// connect + read + write + timeout errors.
@@ -139,6 +142,7 @@ pub fn parse(output: &str) -> Result<Report> {
     let mut requests_per_s = None;
     let mut transfer = None;
     let mut requests = None;
+    let mut read_bytes = None;
     let mut p50 = None;
     let mut p99 = None;
     let mut non_2xx = 0;
@@ -163,8 +167,16 @@ pub fn parse(output: &str) -> Result<Report> {
             }
             socket_errors_line = Some(line.to_owned());
         } else if line.contains(" requests in ") {
+            // "561241 requests in 10.01s, 445.62MB read"
             let count = line.split_whitespace().next().unwrap_or("");
             requests = Some(integer(count)?);
+            if let Some(read) = line
+                .rsplit(", ")
+                .next()
+                .and_then(|tail| tail.strip_suffix(" read"))
+            {
+                read_bytes = Some(bytes(read.trim())?);
+            }
         }
     }
     let missing = |what: &str| format!("wrk's report has no {what} line:\n{output}");
@@ -174,6 +186,7 @@ pub fn parse(output: &str) -> Result<Report> {
         p99_us: p99.with_context(|| missing("99% latency"))?,
         mib_per_s: transfer.with_context(|| missing("Transfer/sec"))? / (1024.0 * 1024.0),
         requests: requests.with_context(|| missing("\"N requests in\""))?,
+        read_bytes: read_bytes.with_context(|| missing("\"N requests in ..., X read\""))?,
         non_2xx,
         socket_errors,
         socket_errors_line,
@@ -255,6 +268,7 @@ Transfer/sec:     44.52MB
         assert!((r.p50_us - 440.0).abs() < 1e-9);
         assert!((r.p99_us - 4190.0).abs() < 1e-9);
         assert!((r.mib_per_s - 44.52).abs() < 1e-9);
+        assert!((r.read_bytes - 445.62 * 1024.0 * 1024.0).abs() < 1e-3);
         assert_eq!(r.problem(), None);
     }
 

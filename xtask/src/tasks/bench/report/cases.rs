@@ -1,10 +1,12 @@
-//! The five ways from the pod to the service, and the `--cases` names that select them.
+//! The seven ways from the pod to the service, and the `--cases` names that select them.
 //!
-//! Two kinds of Backend are measured, each against the HAProxy mode that does the same
-//! work: a TCP Backend (bytes spliced, one upstream TLS connection per client connection)
-//! against HAProxy `mode tcp`, and an HTTP Backend (requests parsed, upstream connections
-//! pooled and reused across client connections) against HAProxy `mode http` with
-//! `http-reuse always`. Direct TLS is the floor both are held to for bulk throughput.
+//! Two kinds of TLS Backend are measured, each against the HAProxy mode that does the
+//! same work: a TCP Backend (bytes spliced, one upstream TLS connection per client
+//! connection) against HAProxy `mode tcp`, and an HTTP Backend (requests parsed, upstream
+//! connections pooled and reused across client connections) against HAProxy `mode http`
+//! with `http-reuse always`. Direct TLS is the floor both are held to for bulk
+//! throughput. A plaintext Backend (no `tls`, bytes forwarded unchanged, port 80) is held
+//! to plaintext HTTP straight to nginx.
 
 use anyhow::{Result, bail};
 
@@ -41,10 +43,18 @@ pub enum Case {
     HaproxyHttp,
     /// Plaintext HTTP/1.1, redirected to the agent's proxy, for a `protocol: HTTP` Backend.
     RedirectorHttp,
+    /// Plaintext HTTP straight to nginx's port 80: the floor of the plaintext Backend.
+    DirectPlain,
+    /// Plaintext HTTP to port 80, redirected to the agent's proxy, for a Backend with no
+    /// `tls` and `protocol: TCP`: bytes forwarded unchanged.
+    RedirectorPlain,
 }
 
 /// How many cases there are (the size of the per-case tables).
-pub const CASES: usize = 5;
+pub const CASES: usize = 7;
+
+/// The port the plaintext cases dial (nginx listens on it without TLS).
+pub const PLAIN_PORT: u16 = 80;
 
 impl Case {
     /// Run order within a repetition: the reference first, then each proxy pair.
@@ -54,6 +64,8 @@ impl Case {
         Case::RedirectorTcp,
         Case::HaproxyHttp,
         Case::RedirectorHttp,
+        Case::DirectPlain,
+        Case::RedirectorPlain,
     ];
 
     pub fn label(self) -> &'static str {
@@ -63,6 +75,8 @@ impl Case {
             Case::RedirectorTcp => "redirector, protocol TCP",
             Case::HaproxyHttp => "HAProxy mode http (nbthread 1)",
             Case::RedirectorHttp => "redirector, protocol HTTP",
+            Case::DirectPlain => "direct plaintext (wrk → nginx :80)",
+            Case::RedirectorPlain => "redirector, plaintext Backend",
         }
     }
 
@@ -74,30 +88,48 @@ impl Case {
             Case::RedirectorTcp => "redirector-tcp",
             Case::HaproxyHttp => "haproxy-http",
             Case::RedirectorHttp => "redirector-http",
+            Case::DirectPlain => "direct-plain",
+            Case::RedirectorPlain => "redirector-plain",
         }
     }
 
     /// The URL prefix the client uses: the same host and port for all, plaintext for the
-    /// proxies (the client cannot tell which proxy, if any, is in the way).
+    /// proxies (the client cannot tell which proxy, if any, is in the way); plaintext to
+    /// port 80 for the plaintext cases.
     pub fn base_url(self) -> &'static str {
         match self {
             Case::Direct => "https://api.redirector.test",
+            Case::DirectPlain | Case::RedirectorPlain => "http://api.redirector.test:80",
             _ => "http://api.redirector.test:443",
         }
     }
 
-    /// What the case's proxy forwards (none for direct TLS).
+    /// What the case's proxy forwards (none for the direct cases).
     pub fn layer(self) -> Option<Layer> {
         match self {
-            Case::Direct => None,
-            Case::HaproxyTcp | Case::RedirectorTcp => Some(Layer::Tcp),
+            Case::Direct | Case::DirectPlain => None,
+            Case::HaproxyTcp | Case::RedirectorTcp | Case::RedirectorPlain => Some(Layer::Tcp),
             Case::HaproxyHttp | Case::RedirectorHttp => Some(Layer::Http),
         }
     }
 
-    /// Direct TLS and HAProxy: the cases that must work for the report to mean anything.
+    /// The direct cases and HAProxy: the cases that must work for the report to mean
+    /// anything.
     pub fn is_reference(self) -> bool {
-        !matches!(self, Case::RedirectorTcp | Case::RedirectorHttp)
+        !self.is_redirector()
+    }
+
+    /// The cases measured through the agent.
+    pub fn is_redirector(self) -> bool {
+        matches!(
+            self,
+            Case::RedirectorTcp | Case::RedirectorHttp | Case::RedirectorPlain
+        )
+    }
+
+    /// The cases with no proxy in the way.
+    pub fn is_direct(self) -> bool {
+        matches!(self, Case::Direct | Case::DirectPlain)
     }
 
     pub(super) fn index(self) -> usize {
@@ -105,7 +137,8 @@ impl Case {
     }
 
     /// Parses `--cases`: comma-separated case names or groups, returned in run order.
-    /// `tcp` and `http` include direct TLS, the bulk reference of both.
+    /// `tcp` and `http` include direct TLS, the bulk reference of both; `plain` is direct
+    /// plaintext and the plaintext Backend.
     pub fn select(text: &str) -> Result<Vec<Case>> {
         let mut chosen = Vec::new();
         for word in text.split(',').map(str::trim).filter(|w| !w.is_empty()) {
@@ -113,12 +146,17 @@ impl Case {
                 "all" => Case::ALL.to_vec(),
                 "tcp" => vec![Case::Direct, Case::HaproxyTcp, Case::RedirectorTcp],
                 "http" => vec![Case::Direct, Case::HaproxyHttp, Case::RedirectorHttp],
+                "plain" => vec![Case::DirectPlain, Case::RedirectorPlain],
                 "haproxy" => vec![Case::HaproxyTcp, Case::HaproxyHttp],
-                "redirector" => vec![Case::RedirectorTcp, Case::RedirectorHttp],
+                "redirector" => vec![
+                    Case::RedirectorTcp,
+                    Case::RedirectorHttp,
+                    Case::RedirectorPlain,
+                ],
                 _ => match Case::ALL.iter().find(|c| c.name() == word) {
                     Some(&case) => vec![case],
                     None => bail!(
-                        "--cases: unknown case {word:?} (known: {}, or tcp, http, haproxy, redirector, all)",
+                        "--cases: unknown case {word:?} (known: {}, or tcp, http, plain, haproxy, redirector, all)",
                         Case::ALL.map(Case::name).join(", ")
                     ),
                 },
@@ -152,7 +190,16 @@ mod tests {
         );
         assert_eq!(
             Case::select("redirector,direct").unwrap(),
-            [Case::Direct, Case::RedirectorTcp, Case::RedirectorHttp]
+            [
+                Case::Direct,
+                Case::RedirectorTcp,
+                Case::RedirectorHttp,
+                Case::RedirectorPlain
+            ]
+        );
+        assert_eq!(
+            Case::select("plain").unwrap(),
+            [Case::DirectPlain, Case::RedirectorPlain]
         );
         assert!(Case::select("nginx").is_err());
         assert!(Case::select(",").is_err());

@@ -1,5 +1,6 @@
 //! The report's ratios: each redirector Backend kind against the HAProxy mode doing the
-//! same work, and against direct TLS for bulk, with their targets.
+//! same work, and against direct TLS for bulk, with their targets; the plaintext Backend
+//! against plaintext straight to nginx.
 //!
 //! The HTTP targets are stricter than the TCP ones on purpose: an HTTP proxy that pools
 //! upstream connections skips the upstream TLS handshake of every new client connection
@@ -9,7 +10,7 @@
 use std::fmt::Write as _;
 
 use super::cases::{Case, Layer};
-use super::results::{Results, Sample, per_10k};
+use super::results::{Results, Sample, per_10k, per_gib};
 use super::wrk::Workload;
 
 /// A number read from one sample.
@@ -20,16 +21,22 @@ pub(super) type Metric = fn(&Sample) -> Option<f64>;
 pub(super) enum Target {
     AtLeast(f64),
     AtMost(f64),
+    /// Strictly below the bound ("lower than").
+    Below(f64),
     /// Shown for information: lower is better, no bound.
     None,
+    /// Shown for information, no bound and no direction.
+    Info,
 }
 
 impl Target {
     pub(super) fn text(self) -> String {
         match self {
-            Target::AtLeast(bound) => format!("≥ {bound:.1}"),
-            Target::AtMost(bound) => format!("≤ {bound:.1}"),
+            Target::AtLeast(bound) => format!("≥ {}", bound_text(bound)),
+            Target::AtMost(bound) => format!("≤ {}", bound_text(bound)),
+            Target::Below(bound) => format!("< {}", bound_text(bound)),
             Target::None => "lower is better (no target)".to_owned(),
+            Target::Info => "no target".to_owned(),
         }
     }
 
@@ -38,8 +45,18 @@ impl Target {
         match self {
             Target::AtLeast(bound) => yes_no(ratio >= bound),
             Target::AtMost(bound) => yes_no(ratio <= bound),
-            Target::None => "—",
+            Target::Below(bound) => yes_no(ratio < bound),
+            Target::None | Target::Info => "—",
         }
+    }
+}
+
+/// A bound with one decimal, or two when it has them (0.95).
+fn bound_text(bound: f64) -> String {
+    if ((bound * 10.0).round() - bound * 10.0).abs() < 1e-9 {
+        format!("{bound:.1}")
+    } else {
+        format!("{bound:.2}")
     }
 }
 
@@ -51,22 +68,62 @@ pub(super) fn mib(s: &Sample) -> Option<f64> {
     Some(s.wrk.mib_per_s)
 }
 
-fn p99(s: &Sample) -> Option<f64> {
+pub(super) fn p99(s: &Sample) -> Option<f64> {
     Some(s.wrk.p99_us)
 }
 
-fn cpu(s: &Sample) -> Option<f64> {
+/// Proxy CPU seconds per 10k requests.
+pub(super) fn cpu(s: &Sample) -> Option<f64> {
     per_10k(s.proxy_cpu_s, s.wrk.requests)
 }
 
+/// Proxy CPU seconds per GiB read by the client.
+pub(super) fn cpu_gib(s: &Sample) -> Option<f64> {
+    per_gib(s.proxy_cpu_s, s.wrk.read_bytes)
+}
+
 /// One ratio row: `ours` over `base` for `workload`.
-struct Row {
-    name: String,
-    ours: Case,
-    base: Case,
-    workload: Workload,
-    metric: Metric,
-    target: Target,
+pub(super) struct Row {
+    pub(super) name: String,
+    pub(super) ours: Case,
+    pub(super) base: Case,
+    pub(super) workload: Workload,
+    pub(super) metric: Metric,
+    pub(super) target: Target,
+}
+
+impl Row {
+    /// Whether both cases ran this workload.
+    pub(super) fn planned(&self, results: &Results) -> bool {
+        results.planned(self.ours, self.workload) && results.planned(self.base, self.workload)
+    }
+
+    /// The ratio of the medians, or why there is none.
+    pub(super) fn ratio(&self, results: &Results) -> Result<f64, String> {
+        let ours = results.median(self.ours, self.workload, self.metric);
+        let theirs = results.median(self.base, self.workload, self.metric);
+        match (ours, theirs) {
+            (Some(a), Some(b)) if b > 0.0 => Ok(a / b),
+            _ => {
+                let who = if ours.is_none() { self.ours } else { self.base };
+                Err(format!("{} has no result", who.label()))
+            }
+        }
+    }
+
+    /// The value cell and the "met" cell.
+    pub(super) fn cells(&self, results: &Results) -> (String, &'static str) {
+        match self.ratio(results) {
+            Ok(ratio) => (format!("{ratio:.3}"), self.target.met(ratio)),
+            Err(why) => (
+                format!("n/a ({why})"),
+                match self.target {
+                    Target::None | Target::Info => "—",
+                    _ => "no",
+                },
+            ),
+        }
+    }
 }
 
 /// The rows of one Backend kind: against HAProxy in the same mode, and direct TLS for bulk.
@@ -121,7 +178,27 @@ fn rows(layer: Layer) -> Vec<Row> {
             Target::None,
         ),
         row("CPU per 10k conn", haproxy, Close, cpu, Target::None),
+        row("CPU per GiB (bulk)", haproxy, Bulk, cpu_gib, Target::None),
         row("bulk MiB/s", Case::Direct, Bulk, mib, Target::AtLeast(0.9)),
+    ]
+}
+
+/// The plaintext Backend against plaintext straight to nginx.
+fn plain_rows() -> Vec<Row> {
+    use Workload::{Bulk, Close, Keepalive};
+    let row = |what: &str, workload, metric, target| Row {
+        name: format!("redirector plaintext / direct plaintext, {what}"),
+        ours: Case::RedirectorPlain,
+        base: Case::DirectPlain,
+        workload,
+        metric,
+        target,
+    };
+    vec![
+        row("req/s (keepalive)", Keepalive, rps, Target::Info),
+        row("p99 (keepalive)", Keepalive, p99, Target::Info),
+        row("conn/s", Close, rps, Target::Info),
+        row("bulk MiB/s", Bulk, mib, Target::AtLeast(0.9)),
     ]
 }
 
@@ -129,11 +206,12 @@ fn rows(layer: Layer) -> Vec<Row> {
 /// base case or workload was not planned is left out.
 pub(super) fn ratios(results: &Results) -> String {
     let mut md = String::new();
-    for (layer, title) in [(Layer::Tcp, "TCP Backends"), (Layer::Http, "HTTP Backends")] {
-        let rows: Vec<Row> = rows(layer)
-            .into_iter()
-            .filter(|r| results.planned(r.ours, r.workload) && results.planned(r.base, r.workload))
-            .collect();
+    for (rows, title) in [
+        (rows(Layer::Tcp), "TCP Backends"),
+        (rows(Layer::Http), "HTTP Backends"),
+        (plain_rows(), "Plaintext Backends"),
+    ] {
+        let rows: Vec<Row> = rows.into_iter().filter(|r| r.planned(results)).collect();
         if rows.is_empty() {
             continue;
         }
@@ -151,32 +229,9 @@ pub(super) fn ratios(results: &Results) -> String {
     md
 }
 
-fn ratio_row(results: &Results, r: &Row) -> String {
-    let ours = results.median(r.ours, r.workload, r.metric);
-    let theirs = results.median(r.base, r.workload, r.metric);
-    let target = r.target.text();
-    match (ours, theirs) {
-        (Some(a), Some(b)) if b > 0.0 => {
-            let ratio = a / b;
-            format!(
-                "| {} | {ratio:.3} | {target} | {} |\n",
-                r.name,
-                r.target.met(ratio)
-            )
-        }
-        _ => {
-            let who = if ours.is_none() { r.ours } else { r.base };
-            let met = match r.target {
-                Target::None => "—",
-                _ => "no",
-            };
-            format!(
-                "| {} | n/a ({} has no result) | {target} | {met} |\n",
-                r.name,
-                who.label()
-            )
-        }
-    }
+pub(super) fn ratio_row(results: &Results, r: &Row) -> String {
+    let (value, met) = r.cells(results);
+    format!("| {} | {value} | {} | {met} |\n", r.name, r.target.text())
 }
 
 pub(super) fn yes_no(ok: bool) -> &'static str {

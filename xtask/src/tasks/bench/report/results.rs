@@ -118,6 +118,12 @@ pub fn median(mut values: Vec<f64>) -> Option<f64> {
     })
 }
 
+/// CPU seconds per GiB read by the client (the bulk workload's cost of moving bytes).
+pub(super) fn per_gib(cpu_s: Option<f64>, read_bytes: f64) -> Option<f64> {
+    let cpu = cpu_s?;
+    (read_bytes > 0.0).then(|| cpu / (read_bytes / f64::from(1u32 << 30)))
+}
+
 /// CPU seconds per 10,000 requests.
 pub(super) fn per_10k(cpu_s: Option<f64>, requests: u64) -> Option<f64> {
     let cpu = cpu_s?;

@@ -3,12 +3,12 @@
 
 use super::cases::Case;
 use super::format::{escape, fmt_latency, fmt_num, fmt_rate};
-use super::results::{Results, Sample, per_10k};
+use super::results::{Results, Sample, per_10k, per_gib};
 use super::wrk::Workload;
 
-/// Columns after the case label: 3 keep-alive, conn/s, bulk, 2 proxy CPU, nginx CPU,
+/// Columns after the case label: 3 keep-alive, conn/s, bulk, 3 proxy CPU, nginx CPU,
 /// upstream conns.
-const COLUMNS: usize = 9;
+const COLUMNS: usize = 10;
 
 pub(super) fn row(results: &Results, case: Case, footnotes: &mut Vec<String>) -> String {
     if let Some(reason) = &results.dead[case.index()] {
@@ -51,7 +51,7 @@ pub(super) fn row(results: &Results, case: Case, footnotes: &mut Vec<String>) ->
         show(results.median(case, workload, value))
     };
     use Workload::{Bulk, Close, Keepalive};
-    let proxy = case != Case::Direct;
+    let proxy = !case.is_direct();
     let rate = |v: Option<f64>| fmt_rate(v);
     let latency = |v: Option<f64>| fmt_latency(v);
     let decimals = |n: usize| move |v: Option<f64>| fmt_num(v, n);
@@ -65,6 +65,12 @@ pub(super) fn row(results: &Results, case: Case, footnotes: &mut Vec<String>) ->
         cell(Bulk, true, &|s| Some(s.wrk.mib_per_s), &decimals(1)),
         cell(Keepalive, proxy, &proxy_cpu, &decimals(3)),
         cell(Close, proxy, &proxy_cpu, &decimals(3)),
+        cell(
+            Bulk,
+            proxy,
+            &|s| per_gib(s.proxy_cpu_s, s.wrk.read_bytes),
+            &decimals(3),
+        ),
         cell(
             Keepalive,
             true,

@@ -1,4 +1,5 @@
-//! nginx, the external HTTPS service: its config, bodies and process.
+//! nginx, the external HTTPS service (and the same bodies in plaintext on a second
+//! port): its config, bodies and process.
 
 use super::process::{children, kill, proc_comm};
 use super::{stop, wait_listening, write};
@@ -18,8 +19,15 @@ pub struct Nginx {
 
 impl Nginx {
     /// Renders the config into `dir` (which holds the certificates), writes the bodies,
-    /// starts nginx in `ns` and waits until `listen` accepts connections.
-    pub fn start(nginx: &Path, ns: &Netns, dir: &Path, listen: SocketAddr) -> Result<Nginx> {
+    /// starts nginx in `ns` and waits until `listen` (TLS) and `plain` (plaintext HTTP)
+    /// accept connections.
+    pub fn start(
+        nginx: &Path,
+        ns: &Netns,
+        dir: &Path,
+        listen: SocketAddr,
+        plain: SocketAddr,
+    ) -> Result<Nginx> {
         let www = dir.join("www");
         std::fs::create_dir_all(&www)?;
         // The worker runs as nobody: it must be able to reach the bodies.
@@ -31,6 +39,7 @@ impl Nginx {
         let config = NGINX_TEMPLATE
             .replace("{{DIR}}", &dir.display().to_string())
             .replace("{{LISTEN}}", &listen.to_string())
+            .replace("{{LISTEN_PLAIN}}", &plain.to_string())
             .replace("{{TEMP_PATHS}}", &temp_paths(nginx, dir)?);
         let conf = dir.join("nginx.conf");
         write(&conf, &config, 0o644)?;
@@ -44,12 +53,14 @@ impl Nginx {
             .arg(dir.join("nginx-error.log"))
             .args(["-g", "daemon off;"]);
         let mut child = ChildGuard::spawn_watching("nginx", &mut command, Stream::Stderr)?;
-        wait_listening(&mut child, ns, listen).with_context(|| {
-            format!(
-                "nginx did not start; its error log:\n{}",
-                std::fs::read_to_string(dir.join("nginx-error.log")).unwrap_or_default()
-            )
-        })?;
+        for addr in [listen, plain] {
+            wait_listening(&mut child, ns, addr).with_context(|| {
+                format!(
+                    "nginx did not start; its error log:\n{}",
+                    std::fs::read_to_string(dir.join("nginx-error.log")).unwrap_or_default()
+                )
+            })?;
+        }
         Ok(Nginx { child })
     }
 

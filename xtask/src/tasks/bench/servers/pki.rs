@@ -5,6 +5,16 @@ use anyhow::{Context, Result};
 use std::path::Path;
 
 const BACKEND_TEMPLATE: &str = include_str!("../../../../../bench/backend.yaml.tmpl");
+const PLAIN_BACKEND_TEMPLATE: &str = include_str!("../../../../../bench/backend-plain.yaml.tmpl");
+
+/// The Backend a redirector case declares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BackendSpec {
+    /// Port 443, `tls.mode: ServerOnly` against the bench CA, with this `spec.protocol`.
+    Tls { protocol: &'static str },
+    /// No `tls`, `protocol: TCP`, on this port: bytes forwarded unchanged.
+    Plain { port: u16 },
+}
 
 /// The bench CA and the server certificate, as PEM.
 pub struct Pki {
@@ -54,14 +64,21 @@ impl Pki {
     }
 }
 
-/// The Backend directory of a redirector case: the XBackend with `spec.protocol`
-/// `protocol` and its CA ConfigMap. Each case gets its own directory (and its own agent),
-/// so a TCP and an HTTP Backend for the same name and port never meet.
-pub fn write_backend_dir(dir: &Path, ca_pem: &str, protocol: &str) -> Result<()> {
+/// The Backend directory of a redirector case: a TLS XBackend with its CA ConfigMap, or
+/// a plaintext one. Each case gets its own directory (and its own agent), so a TCP and an
+/// HTTP Backend for the same name and port never meet.
+pub fn write_backend_dir(dir: &Path, ca_pem: &str, spec: BackendSpec) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let indented: String = ca_pem.lines().map(|line| format!("    {line}\n")).collect();
-    let yaml = BACKEND_TEMPLATE
-        .replace("{{PROTOCOL}}", protocol)
-        .replace("{{CA_PEM}}\n", &indented);
+    let yaml = match spec {
+        BackendSpec::Tls { protocol } => {
+            let indented: String = ca_pem.lines().map(|line| format!("    {line}\n")).collect();
+            BACKEND_TEMPLATE
+                .replace("{{PROTOCOL}}", protocol)
+                .replace("{{CA_PEM}}\n", &indented)
+        }
+        BackendSpec::Plain { port } => {
+            PLAIN_BACKEND_TEMPLATE.replace("{{PORT}}", &port.to_string())
+        }
+    };
     write(&dir.join("backend.yaml"), &yaml, 0o644)
 }
