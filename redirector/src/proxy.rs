@@ -26,6 +26,7 @@ use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 pub use connection::connect_upstream;
 pub use http::{HttpProxy, HttpSettings};
+pub use relay::Pipes;
 pub use stats::{Refusal, Stats};
 
 use crate::{
@@ -55,7 +56,15 @@ pub struct Shared {
     pub shutdown: CancellationToken,
     /// Every connection task, upgraded ones included, for the drain.
     pub tasks: TaskTracker,
+    /// Pipes for splice(2) between plain TCP sockets.
+    pub pipes: Pipes,
 }
+
+/// The most pipes the proxy keeps for splice(2) (two descriptors each). A pipe is held
+/// only while a chunk moves through it or waits for its destination to take it, so this
+/// bounds connections moving bytes at the same instant, not open ones; beyond it, chunks
+/// go through a buffer.
+pub const MAX_PIPES: usize = 1024;
 
 impl Shared {
     pub fn table(&self) -> Arc<BackendTable> {

@@ -168,6 +168,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         http,
         shutdown: shutdown.clone(),
         tasks: tokio_util::task::TaskTracker::new(),
+        pipes: proxy::Pipes::new(proxy::MAX_PIPES),
     });
     let dns = DnsSettings {
         min_ttl: args.dns.dns_min_ttl,

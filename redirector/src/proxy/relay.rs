@@ -7,7 +7,7 @@
 //!   a buffer that grows with the traffic and is given back while idle (`buffered.rs`).
 //! - [`relay_tcp`], for a plain TCP client and a plain TCP upstream (Backends that
 //!   originate no TLS, passthrough): once the client's opening is judged, splice(2)
-//!   moves the bytes inside the kernel (`pipe.rs`).
+//!   moves the bytes inside the kernel, through pipes lent per chunk (`pipe.rs`).
 
 mod buffered;
 mod pipe;
@@ -29,7 +29,8 @@ use tokio::{
     time::Instant,
 };
 
-use self::{buffered::Buffered, pipe::Pipe};
+use self::buffered::Buffered;
+pub use self::pipe::Pipes;
 use crate::tls::sniff::FirstBytesGuard;
 
 /// Bytes copied each way.
@@ -97,40 +98,31 @@ where
 }
 
 /// [`relay`] for a plain TCP client (its opening read through `client`, the guard that
-/// judges and replays it) and a plain TCP upstream: after the opening, splice(2).
+/// judges and replays it) and a plain TCP upstream: after the opening, splice(2)
+/// through pipes lent by `pipes`.
 pub async fn relay_tcp(
     client: &mut FirstBytesGuard<ReadHalf<'_>>,
-    mut client_write: WriteHalf<'_>,
+    client_write: WriteHalf<'_>,
     upstream: &mut TcpStream,
+    pipes: &Pipes,
     buffer_size: usize,
     idle: Duration,
 ) -> (Transferred, io::Result<()>) {
     let counts = Counts::default();
     let activity = Activity::new();
-    let (mut upstream_read, mut upstream_write) = upstream.split();
+    let (upstream_read, mut upstream_write) = upstream.split();
     let to_upstream = async {
-        if opening(
-            client,
-            &mut upstream_write,
-            &counts.client_to_upstream,
-            &activity,
-        )
-        .await?
-        {
+        let (moved, activity) = (&counts.client_to_upstream, &activity);
+        if opening(client, &mut upstream_write, moved, activity).await? {
             return Ok(());
         }
-        one_way(
-            client.get_mut(),
-            &mut upstream_write,
-            buffer_size,
-            &counts.client_to_upstream,
-            &activity,
-        )
-        .await
+        let (from, to) = (client.get_ref().as_ref(), upstream_write.as_ref());
+        pipe::splice_until_eof(from, to, pipes, buffer_size, moved, activity).await
     };
-    let to_client = one_way(
-        &mut upstream_read,
-        &mut client_write,
+    let to_client = pipe::splice_until_eof(
+        upstream_read.as_ref(),
+        client_write.as_ref(),
+        pipes,
         buffer_size,
         &counts.upstream_to_client,
         &activity,
@@ -160,39 +152,6 @@ async fn opening(
         upstream.write_all(&chunk[..read]).await?;
     }
     Ok(false)
-}
-
-/// One direction between two plain TCP sockets: splice(2) through a pipe made on the
-/// first data, or through a buffer where no pipe can be made.
-async fn one_way<R, W>(
-    from: &mut R,
-    to: &mut W,
-    buffer_size: usize,
-    moved: &AtomicU64,
-    activity: &Activity,
-) -> io::Result<()>
-where
-    R: AsyncRead + AsRef<TcpStream> + Unpin,
-    W: AsyncWrite + AsRef<TcpStream> + Unpin,
-{
-    from.as_ref().readable().await?;
-    match Pipe::new() {
-        Ok(pipe) => pipe::splice_until_eof(from.as_ref(), to.as_ref(), pipe, moved, activity).await,
-        Err(error) => {
-            tracing::debug!(%error, "no pipe for splice(2): copying through a buffer");
-            let mut buffered = Buffered::new(buffer_size);
-            poll_fn(|cx| {
-                buffered.poll_copy(
-                    cx,
-                    Pin::new(&mut *from),
-                    Pin::new(&mut *to),
-                    moved,
-                    activity,
-                )
-            })
-            .await
-        }
-    }
 }
 
 /// Runs `copy` unless `idle` passes with no byte read first.

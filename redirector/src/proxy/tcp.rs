@@ -98,6 +98,7 @@ pub async fn forward(
                 &mut guard,
                 write,
                 &mut upstream,
+                &shared.pipes,
                 limits.buffer_size,
                 limits.idle_timeout,
             )
@@ -210,6 +211,7 @@ pub(super) async fn splice_to_dialed(
         &mut replayed,
         write,
         &mut upstream,
+        &shared.pipes,
         limits.buffer_size,
         limits.idle_timeout,
     )

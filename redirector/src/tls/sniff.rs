@@ -204,8 +204,8 @@ impl<S> FirstBytesGuard<S> {
     }
 
     /// The inner stream; read from it directly only once [`is_passing`](Self::is_passing).
-    pub fn get_mut(&mut self) -> &mut S {
-        &mut self.inner
+    pub fn get_ref(&self) -> &S {
+        &self.inner
     }
 }
 

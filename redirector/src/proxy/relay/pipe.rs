@@ -1,33 +1,38 @@
 //! One direction of a relay between two plain TCP sockets through splice(2): bytes go
 //! socket -> pipe -> socket inside the kernel and never enter userspace.
 //!
-//! The pipe is made on the direction's first readable data, so held idle connections
-//! cost no descriptors beyond their sockets. Where no pipe can be made (the descriptor
-//! limit), the caller copies through a buffer instead.
+//! A direction borrows a pipe from [`Pipes`] only while it moves a chunk and gives it
+//! back empty, so held idle connections cost no descriptors beyond their sockets, and at
+//! most `max` pipes (two descriptors each) ever exist: pipes never take the descriptors
+//! that accepting connections needs. When none can be lent, the chunk goes through a
+//! buffer instead.
 
 use std::{
     io,
     net::Shutdown,
     os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd},
-    sync::atomic::{AtomicU64, Ordering},
+    sync::{
+        Mutex,
+        atomic::{AtomicU64, AtomicUsize, Ordering},
+    },
 };
 
 use tokio::{io::Interest, net::TcpStream};
 
 use super::Activity;
 
-/// The most one splice into the pipe asks for: a default pipe's capacity (16 pages).
+/// The most one splice into a pipe asks for: a default pipe's capacity (16 pages).
 const CHUNK: usize = 64 * 1024;
 
-/// A pipe that splice(2) moves one direction's bytes through.
+/// A pipe that splice(2) moves bytes through.
 #[derive(Debug)]
-pub struct Pipe {
+struct Pipe {
     read: OwnedFd,
     write: OwnedFd,
 }
 
 impl Pipe {
-    pub fn new() -> io::Result<Self> {
+    fn new() -> io::Result<Self> {
         let mut fds: [RawFd; 2] = [-1; 2];
         // SAFETY: `fds` is a valid array of two ints for pipe2 to fill.
         let rc = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_NONBLOCK | libc::O_CLOEXEC) };
@@ -40,7 +45,80 @@ impl Pipe {
     }
 }
 
-/// Moves up to `len` bytes from `from` to `to` (one of them is the pipe).
+/// The agent's pipes: empty ones wait here to be lent again.
+#[derive(Debug)]
+pub struct Pipes {
+    idle: Mutex<Vec<Pipe>>,
+    /// Pipes that exist, lent or idle.
+    live: AtomicUsize,
+    max: usize,
+}
+
+impl Pipes {
+    pub fn new(max: usize) -> Self {
+        Self {
+            idle: Mutex::new(Vec::new()),
+            live: AtomicUsize::new(0),
+            max,
+        }
+    }
+
+    /// An empty pipe: an idle one, else a new one while fewer than `max` exist. `None`
+    /// at the limit or when the system gives no more descriptors.
+    fn lend(&self) -> Option<Lent<'_>> {
+        let idle = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        let pipe = match idle {
+            Some(pipe) => pipe,
+            None => {
+                if self.live.fetch_add(1, Ordering::Relaxed) >= self.max {
+                    self.live.fetch_sub(1, Ordering::Relaxed);
+                    return None;
+                }
+                match Pipe::new() {
+                    Ok(pipe) => pipe,
+                    Err(error) => {
+                        self.live.fetch_sub(1, Ordering::Relaxed);
+                        tracing::debug!(%error, "no pipe for splice(2): copying through a buffer");
+                        return None;
+                    }
+                }
+            }
+        };
+        Some(Lent {
+            pipe: Some(pipe),
+            pipes: self,
+            holding: 0,
+        })
+    }
+
+    /// Pipes that exist now (for tests).
+    #[cfg(test)]
+    pub fn live(&self) -> usize {
+        self.live.load(Ordering::Relaxed)
+    }
+}
+
+/// A pipe on loan: back to the pool when dropped empty, closed if dropped holding bytes
+/// (its direction was cut short).
+struct Lent<'a> {
+    pipe: Option<Pipe>,
+    pipes: &'a Pipes,
+    /// Bytes in the pipe.
+    holding: usize,
+}
+
+impl Drop for Lent<'_> {
+    fn drop(&mut self) {
+        let Some(pipe) = self.pipe.take() else { return };
+        if self.holding == 0 {
+            (self.pipes.idle.lock().unwrap_or_else(|p| p.into_inner())).push(pipe);
+        } else {
+            self.pipes.live.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Moves up to `len` bytes from `from` to `to` (one of them is a pipe).
 fn splice(from: RawFd, to: RawFd, len: usize) -> io::Result<usize> {
     // SAFETY: plain descriptors and null offsets (both ends are a pipe or a socket, which
     // have no file position); the kernel reads and writes no userspace memory.
@@ -58,34 +136,70 @@ fn splice(from: RawFd, to: RawFd, len: usize) -> io::Result<usize> {
 }
 
 /// Moves bytes from `from` to `to` until EOF, then shuts `to` down for writing. Counts
-/// what it moves in `moved` and touches `activity` on every read.
+/// what it moves in `moved` and touches `activity` on every read; `buffer_size` bounds a
+/// chunk that goes through a buffer for want of a pipe.
 pub async fn splice_until_eof(
     from: &TcpStream,
     to: &TcpStream,
-    pipe: Pipe,
+    pipes: &Pipes,
+    buffer_size: usize,
     moved: &AtomicU64,
     activity: &Activity,
 ) -> io::Result<()> {
     loop {
-        // The pipe is empty here: a would-block can only be the socket's.
-        let filled = from
-            .async_io(Interest::READABLE, || {
-                splice(from.as_raw_fd(), pipe.write.as_raw_fd(), CHUNK)
-            })
-            .await?;
-        if filled == 0 {
+        from.readable().await?;
+        let moved_now = match pipes.lend() {
+            Some(mut lent) => spliced_chunk(from, to, &mut lent).await?,
+            None => buffered_chunk(from, to, buffer_size).await?,
+        };
+        if moved_now == 0 {
             return socket2::SockRef::from(to).shutdown(Shutdown::Write);
         }
-        moved.fetch_add(filled as u64, Ordering::Relaxed);
+        moved.fetch_add(moved_now as u64, Ordering::Relaxed);
         activity.touch();
-        let mut left = filled;
-        while left > 0 {
-            // The pipe holds `left` bytes: a would-block can only be the socket's.
-            left -= to
-                .async_io(Interest::WRITABLE, || {
-                    splice(pipe.read.as_raw_fd(), to.as_raw_fd(), left)
-                })
-                .await?;
+    }
+}
+
+/// One chunk through `lent`: what `from` has (0 at EOF), all of it written to `to`.
+async fn spliced_chunk(from: &TcpStream, to: &TcpStream, lent: &mut Lent<'_>) -> io::Result<usize> {
+    let (pipe_read, pipe_write) = match &lent.pipe {
+        Some(pipe) => (pipe.read.as_raw_fd(), pipe.write.as_raw_fd()),
+        None => return Err(io::Error::other("the lent pipe was given back already")),
+    };
+    // The pipe is empty here: a would-block can only be the socket's.
+    let filled = from
+        .async_io(Interest::READABLE, || {
+            splice(from.as_raw_fd(), pipe_write, CHUNK)
+        })
+        .await?;
+    lent.holding = filled;
+    while lent.holding > 0 {
+        // The pipe holds bytes: a would-block can only be the socket's.
+        let left = lent.holding;
+        lent.holding -= to
+            .async_io(Interest::WRITABLE, || {
+                splice(pipe_read, to.as_raw_fd(), left)
+            })
+            .await?;
+    }
+    Ok(filled)
+}
+
+/// One chunk through a buffer: what `from` has (0 at EOF), all of it written to `to`.
+async fn buffered_chunk(from: &TcpStream, to: &TcpStream, size: usize) -> io::Result<usize> {
+    let mut buf = vec![0u8; size.max(1)];
+    let read = loop {
+        match from.try_read(&mut buf) {
+            Err(error) if error.kind() == io::ErrorKind::WouldBlock => from.readable().await?,
+            read => break read?,
+        }
+    };
+    let mut written = 0;
+    while written < read {
+        match to.try_write(&buf[written..read]) {
+            Err(error) if error.kind() == io::ErrorKind::WouldBlock => to.writable().await?,
+            n => written += n?,
         }
     }
+    Ok(read)
 }

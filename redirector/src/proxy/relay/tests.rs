@@ -87,9 +87,20 @@ struct Loopback {
     app: TcpStream,
     server: TcpStream,
     relay: tokio::task::JoinHandle<(Transferred, io::Result<()>, bool)>,
+    pipes: std::sync::Arc<Pipes>,
 }
 
 async fn loopback(held: Vec<u8>, plaintext: Result<(), OpeningRefused>) -> Loopback {
+    loopback_with(held, plaintext, 16).await
+}
+
+async fn loopback_with(
+    held: Vec<u8>,
+    plaintext: Result<(), OpeningRefused>,
+    max_pipes: usize,
+) -> Loopback {
+    let pipes = std::sync::Arc::new(Pipes::new(max_pipes));
+    let lent = pipes.clone();
     let front = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let back = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let app = TcpStream::connect(front.local_addr().unwrap())
@@ -115,13 +126,19 @@ async fn loopback(held: Vec<u8>, plaintext: Result<(), OpeningRefused>) -> Loopb
             &mut guard,
             write,
             &mut upstream,
+            &lent,
             64 * 1024,
             Duration::from_secs(30),
         )
         .await;
         (moved, result, guard.is_passing())
     });
-    Loopback { app, server, relay }
+    Loopback {
+        app,
+        server,
+        relay,
+        pipes,
+    }
 }
 
 fn pattern(len: usize) -> Vec<u8> {
@@ -130,11 +147,21 @@ fn pattern(len: usize) -> Vec<u8> {
 
 #[tokio::test]
 async fn splice_moves_bulk_both_ways_with_half_close() {
+    bulk_both_ways(16).await;
+}
+
+#[tokio::test]
+async fn without_pipes_chunks_go_through_buffers() {
+    bulk_both_ways(0).await;
+}
+
+async fn bulk_both_ways(max_pipes: usize) {
     let Loopback {
         mut app,
         mut server,
         relay,
-    } = loopback(Vec::new(), Ok(())).await;
+        pipes,
+    } = loopback_with(Vec::new(), Ok(()), max_pipes).await;
     let request = pattern(8 << 20);
     let answer = pattern(3 << 20);
     let sent = request.clone();
@@ -157,6 +184,8 @@ async fn splice_moves_bulk_both_ways_with_half_close() {
     assert!(passing);
     assert_eq!(moved.client_to_upstream, 8 << 20);
     assert_eq!(moved.upstream_to_client, 3 << 20);
+    // One pipe per direction at most, lent per chunk and given back empty.
+    assert!(pipes.live() <= max_pipes.min(2), "{} pipes", pipes.live());
 }
 
 #[tokio::test]
@@ -165,6 +194,7 @@ async fn the_upstream_may_speak_first() {
         mut app,
         mut server,
         relay,
+        ..
     } = loopback(Vec::new(), Ok(())).await;
     server.write_all(b"220 ready\r\n").await.unwrap();
     let mut greeting = [0u8; 11];
@@ -186,6 +216,7 @@ async fn a_held_opening_is_replayed_first() {
         mut app,
         mut server,
         relay,
+        ..
     } = loopback(b"GET / HTTP/1.1\r\n".to_vec(), Ok(())).await;
     app.write_all(b"Host: a\r\n\r\n").await.unwrap();
     app.shutdown().await.unwrap();
@@ -205,6 +236,7 @@ async fn a_refused_opening_sends_nothing_upstream() {
         mut app,
         mut server,
         relay,
+        ..
     } = loopback(Vec::new(), Err(refused)).await;
     app.write_all(b"GET / HTTP/1.1\r\n\r\n").await.unwrap();
     let (_, result, passing) = relay.await.unwrap();
