@@ -17,11 +17,12 @@ use std::{
     io,
     pin::Pin,
     sync::atomic::{AtomicU64, Ordering},
+    task::{Context, Poll},
     time::Duration,
 };
 
 use tokio::{
-    io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt},
+    io::{AsyncBufRead, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt},
     net::{
         TcpStream,
         tcp::{ReadHalf, WriteHalf},
@@ -29,7 +30,7 @@ use tokio::{
     time::Instant,
 };
 
-use self::buffered::Buffered;
+use self::buffered::{Buffered, FromReaderBuffer};
 pub use self::pipe::Pipes;
 use crate::tls::sniff::FirstBytesGuard;
 
@@ -68,33 +69,116 @@ where
     C: AsyncRead + AsyncWrite + Unpin,
     U: AsyncRead + AsyncWrite + Unpin,
 {
+    let (up, down) = (Buffered::new(buffer_size), Buffered::new(buffer_size));
+    both_ways(client, upstream, up, down, idle).await
+}
+
+/// [`relay`] where the upstream keeps its own read buffer (TLS): its bytes are written
+/// to the client from there.
+pub async fn relay_tls<C, U>(
+    client: &mut C,
+    upstream: &mut U,
+    buffer_size: usize,
+    idle: Duration,
+) -> (Transferred, io::Result<()>)
+where
+    C: AsyncRead + AsyncWrite + Unpin,
+    U: AsyncBufRead + AsyncWrite + Unpin,
+{
+    let (up, down) = (Buffered::new(buffer_size), FromReaderBuffer::default());
+    both_ways(client, upstream, up, down, idle).await
+}
+
+async fn both_ways<C, U>(
+    client: &mut C,
+    upstream: &mut U,
+    mut up: impl Direction<C, U>,
+    mut down: impl Direction<U, C>,
+    idle: Duration,
+) -> (Transferred, io::Result<()>)
+where
+    C: Unpin,
+    U: Unpin,
+{
     let counts = Counts::default();
     let activity = Activity::new();
-    let mut to_upstream = Buffered::new(buffer_size);
-    let mut to_client = Buffered::new(buffer_size);
     let copy = poll_fn(|cx| {
-        let up = to_upstream.poll_copy(
+        let client_to_upstream = &counts.client_to_upstream;
+        let up = up.poll_copy(
             cx,
-            Pin::new(&mut *client),
-            Pin::new(&mut *upstream),
-            &counts.client_to_upstream,
+            &mut *client,
+            &mut *upstream,
+            client_to_upstream,
             &activity,
         )?;
-        let down = to_client.poll_copy(
+        let upstream_to_client = &counts.upstream_to_client;
+        let down = down.poll_copy(
             cx,
-            Pin::new(&mut *upstream),
-            Pin::new(&mut *client),
-            &counts.upstream_to_client,
+            &mut *upstream,
+            &mut *client,
+            upstream_to_client,
             &activity,
         )?;
-        if up.is_ready() && down.is_ready() {
-            std::task::Poll::Ready(Ok(()))
-        } else {
-            std::task::Poll::Pending
+        match (up, down) {
+            (Poll::Ready(()), Poll::Ready(())) => Poll::Ready(Ok(())),
+            _ => Poll::Pending,
         }
     });
     let result = until_idle(copy, &activity, idle).await;
     (counts.get(), result)
+}
+
+/// One direction of [`both_ways`]: ready once `reader` reached EOF and everything was
+/// written and `writer` shut down.
+trait Direction<R, W> {
+    fn poll_copy(
+        &mut self,
+        cx: &mut Context<'_>,
+        reader: &mut R,
+        writer: &mut W,
+        moved: &AtomicU64,
+        activity: &Activity,
+    ) -> Poll<io::Result<()>>;
+}
+
+impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> Direction<R, W> for Buffered {
+    fn poll_copy(
+        &mut self,
+        cx: &mut Context<'_>,
+        reader: &mut R,
+        writer: &mut W,
+        moved: &AtomicU64,
+        activity: &Activity,
+    ) -> Poll<io::Result<()>> {
+        Buffered::poll_copy(
+            self,
+            cx,
+            Pin::new(reader),
+            Pin::new(writer),
+            moved,
+            activity,
+        )
+    }
+}
+
+impl<R: AsyncBufRead + Unpin, W: AsyncWrite + Unpin> Direction<R, W> for FromReaderBuffer {
+    fn poll_copy(
+        &mut self,
+        cx: &mut Context<'_>,
+        reader: &mut R,
+        writer: &mut W,
+        moved: &AtomicU64,
+        activity: &Activity,
+    ) -> Poll<io::Result<()>> {
+        FromReaderBuffer::poll_copy(
+            self,
+            cx,
+            Pin::new(reader),
+            Pin::new(writer),
+            moved,
+            activity,
+        )
+    }
 }
 
 /// [`relay`] for a plain TCP client (its opening read through `client`, the guard that

@@ -23,7 +23,7 @@ use super::{
     ConnectionLimits, Refusal, Shared,
     connection::{Refused, Routed, connect_any},
     read_ahead::ReadAhead,
-    relay::{Transferred, relay, relay_tcp},
+    relay::{Transferred, relay, relay_tcp, relay_tls},
 };
 use crate::{
     table::{Candidates, join},
@@ -111,7 +111,8 @@ pub async fn forward(
                 .await
                 .map_err(fail)?;
             shared.stats.connected(&label, connecting.elapsed());
-            let (moved, result) = pipe(&limits, &mut client, &mut upstream).await;
+            let (buffer_size, idle) = (limits.buffer_size, limits.idle_timeout);
+            let (moved, result) = relay_tls(&mut client, &mut upstream, buffer_size, idle).await;
             let (moved, result) = match result {
                 Err(error) if sniff::is_reroute(&error) => {
                     // Nothing of the client's was written to the TLS connection.

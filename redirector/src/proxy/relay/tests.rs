@@ -248,3 +248,32 @@ async fn a_refused_opening_sends_nothing_upstream() {
     server.read_to_end(&mut got).await.unwrap();
     assert!(got.is_empty());
 }
+
+#[tokio::test]
+async fn from_a_buffered_reader_with_half_close() {
+    let (mut client_app, mut client_side) = duplex(64);
+    let (upstream_side, mut server_app) = duplex(64);
+    let proxy = tokio::spawn(async move {
+        let mut upstream = tokio::io::BufReader::with_capacity(16, upstream_side);
+        relay_tls(&mut client_side, &mut upstream, 16, Duration::from_secs(5)).await
+    });
+    client_app.write_all(b"request").await.unwrap();
+    client_app.shutdown().await.unwrap();
+    let mut got = Vec::new();
+    server_app.read_to_end(&mut got).await.unwrap();
+    assert_eq!(got, b"request");
+    // More than all the buffers on the way hold: the client reads while it is sent.
+    let reader = tokio::spawn(async move {
+        let mut received = Vec::new();
+        client_app.read_to_end(&mut received).await.unwrap();
+        received
+    });
+    let answer = pattern(100_000);
+    server_app.write_all(&answer).await.unwrap();
+    server_app.shutdown().await.unwrap();
+    assert!(reader.await.unwrap() == answer);
+    let (transferred, result) = proxy.await.unwrap();
+    result.unwrap();
+    assert_eq!(transferred.client_to_upstream, 7);
+    assert_eq!(transferred.upstream_to_client, 100_000);
+}
