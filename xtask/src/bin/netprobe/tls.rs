@@ -55,7 +55,7 @@ impl ServeArgs {
 }
 
 fn provider() -> Arc<CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
+    Arc::new(rustls::crypto::aws_lc_rs::default_provider())
 }
 
 fn read_pem(path: &str) -> Result<Vec<u8>, String> {
