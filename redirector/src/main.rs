@@ -49,10 +49,17 @@ fn tokio_main(
     workers: Option<u16>,
     future: impl Future<Output = anyhow::Result<()>>,
 ) -> anyhow::Result<()> {
-    let mut builder = tokio::runtime::Builder::new_multi_thread();
-    if let Some(workers) = workers {
-        builder.worker_threads(usize::from(workers));
-    }
+    let mut builder = match workers {
+        // One thread: the current-thread scheduler, with no work-stealing machinery and
+        // no cross-thread wake-ups (measured in bench/results.md).
+        Some(1) => tokio::runtime::Builder::new_current_thread(),
+        Some(workers) => {
+            let mut builder = tokio::runtime::Builder::new_multi_thread();
+            builder.worker_threads(usize::from(workers));
+            builder
+        }
+        None => tokio::runtime::Builder::new_multi_thread(),
+    };
     builder.enable_all().build()?.block_on(future)
 }
 
