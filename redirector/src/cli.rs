@@ -132,7 +132,8 @@ pub struct RunArgs {
     pub proxy_addrs: Vec<SocketAddr>,
 
     /// Threads that run the proxy and everything else (default: one per CPU). A node
-    /// that reserves the agent one core gets less context switching with 1.
+    /// that reserves the agent one core gets less context switching with 1, which runs
+    /// tokio's current-thread scheduler.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     pub worker_threads: Option<u16>,
 
