@@ -6,6 +6,7 @@
 //! record was not redirected by the datapath and is closed at once: the proxy is never
 //! an open relay.
 
+mod activity;
 mod connection;
 pub mod http;
 mod log_limit;

@@ -34,6 +34,7 @@ pub use pool::Pools;
 
 use super::{
     Shared,
+    activity::{Activity, Watched},
     connection::{Routed, report},
     tcp,
 };
@@ -103,6 +104,11 @@ pub async fn serve(shared: Arc<Shared>, routed: Routed, mut client: TcpStream) {
 async fn serve_http(shared: Arc<Shared>, routed: Routed, client: FirstBytesGuard<TcpStream>) {
     let label = routed.label();
     let active = shared.stats.active_guard(&label);
+    // Requests in progress included: a client that stops reading a response (or an
+    // upstream that stops sending one) moves no byte on this connection either.
+    let activity = Arc::new(Activity::new());
+    let client = Watched::new(client, activity.clone());
+    let idle = shared.limits.idle_timeout;
     let context = Arc::new(request::Context::new(shared.clone(), routed));
     let service = service_fn(move |req| {
         let context = context.clone();
@@ -122,6 +128,11 @@ async fn serve_http(shared: Arc<Shared>, routed: Routed, client: FirstBytesGuard
         () = shared.shutdown.cancelled() => {
             connection.as_mut().graceful_shutdown();
             connection.await
+        }
+        () = activity.idle_for(idle) => {
+            shared.stats.idle_closed(&label);
+            tracing::debug!(backend = label, "HTTP client connection closed: no bytes either way for {idle:?}");
+            Ok(())
         }
     };
     drop(active);

@@ -27,11 +27,11 @@ use tokio::{
         TcpStream,
         tcp::{ReadHalf, WriteHalf},
     },
-    time::Instant,
 };
 
 use self::buffered::{Buffered, FromReaderBuffer};
 pub use self::pipe::Pipes;
+use super::activity::Activity;
 use crate::tls::sniff::FirstBytesGuard;
 
 /// Bytes copied each way.
@@ -250,39 +250,6 @@ async fn until_idle(
             io::ErrorKind::TimedOut,
             format!("no bytes in either direction for {idle:?}"),
         )),
-    }
-}
-
-/// Time of the last successful read, in milliseconds since `start`.
-#[derive(Debug)]
-struct Activity {
-    start: Instant,
-    last_ms: AtomicU64,
-}
-
-impl Activity {
-    fn new() -> Self {
-        Self {
-            start: Instant::now(),
-            last_ms: AtomicU64::new(0),
-        }
-    }
-
-    fn touch(&self) {
-        let now = self.start.elapsed().as_millis() as u64;
-        self.last_ms.store(now, Ordering::Relaxed);
-    }
-
-    /// Completes once `idle` has passed since the last activity.
-    async fn idle_for(&self, idle: Duration) {
-        loop {
-            let last = self.start + Duration::from_millis(self.last_ms.load(Ordering::Relaxed));
-            let deadline = last + idle;
-            if Instant::now() >= deadline {
-                return;
-            }
-            tokio::time::sleep_until(deadline).await;
-        }
     }
 }
 

@@ -1,7 +1,8 @@
 //! Answers the proxy makes itself: 421 for a Host no Backend of the dialed address
 //! declares, 502 when the upstream cannot be reached or fails its TLS handshake, 504 when
 //! no response headers come in time (not for MCP), 400 and 431 for requests hyper will
-//! not parse; in each case nothing reaches the server, and the reason is counted.
+//! not parse; in each case nothing reaches the server, and the reason is counted. An
+//! exchange with no byte either way for `--idle-timeout` is closed and counted.
 
 use std::time::{Duration, Instant};
 
@@ -10,6 +11,8 @@ use crate::support::{
     nginx::{Nginx, Site, field},
     tls::{Ca, sample},
 };
+
+const IDLE_CLOSED: &str = "redirector_connections_idle_closed_total";
 
 /// `redirector_http_errors_total{reason}` (any backend label) reaches `count`.
 #[track_caller]
@@ -154,6 +157,31 @@ fn mcp_backend_waits_past_the_response_timeout() {
     ]);
     response.assert_status(200);
     assert_eq!(response.text(), "late\n");
+}
+
+#[test]
+fn a_response_that_stalls_is_closed_by_the_idle_timeout() {
+    // MCP: no response timeout, so only `--idle-timeout` can end a silent exchange.
+    let t = HttpBed::new(
+        &HttpBackend::api(PROBE_HTTP_PORT, "MCP", None).yaml(),
+        &["--idle-timeout", "1s"],
+    );
+    let _server = t.serve_http();
+    let started = Instant::now();
+    let response = t.curl(&[
+        "--http1.1",
+        &url(API_HOST, PROBE_HTTP_PORT, "/delay?ms=6000"),
+    ]);
+    let took = started.elapsed();
+    // curl 52: "Empty reply from server", the connection closed with no response.
+    assert_eq!((response.exit, response.code()), (52, 0), "{response:?}");
+    assert!(
+        took >= Duration::from_millis(900) && took < Duration::from_millis(4000),
+        "closed after {took:?} with a 1 s idle timeout"
+    );
+    let labels = [("backend", "demo/api")];
+    let text = t.wait_for_sample(IDLE_CLOSED, &labels, 1.0);
+    assert_eq!(sample(&text, IDLE_CLOSED, &labels), Some(1.0), "{text}");
 }
 
 #[test]
