@@ -1,6 +1,8 @@
 //! The admin endpoint (`--admin-addr`, default 127.0.0.1:15000): `/healthz`, `/readyz`
 //! (200 only once programs are attached, Backends loaded and the proxy listens) and
 //! `/metrics` in the Prometheus text format, `/backends` (JSON, for `redirector status`).
+//! The probe socket keeps a descriptor in reserve (`reserve.rs`), so probes are answered
+//! at the open file limit too.
 
 use std::{
     convert::Infallible,
@@ -20,6 +22,13 @@ use tokio::net::UnixListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::{proxy::Stats, status::StatusBoard};
+
+mod reserve;
+
+use reserve::{Reserve, out_of_descriptors};
+
+/// How long the probe socket waits after an accept failure it cannot help.
+const ACCEPT_BACKOFF: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// Readiness, flipped once by `run` when everything is in place.
 #[derive(Debug, Default)]
@@ -65,18 +74,28 @@ pub async fn serve(
         if let Some((unix, path)) = unix {
             let (admin, shutdown) = (admin.clone(), shutdown.clone());
             tasks.spawn(async move {
+                let reserve = Arc::new(Reserve::new());
                 loop {
                     let stream = tokio::select! {
                         () = shutdown.cancelled() => break,
                         accepted = unix.accept() => match accepted {
                             Ok((stream, _)) => stream,
+                            // The probe gets the reserved descriptor.
+                            Err(error) if out_of_descriptors(&error) && reserve.release() => {
+                                continue;
+                            }
                             Err(error) => {
                                 tracing::debug!(%error, "admin socket accept failed");
+                                tokio::time::sleep(ACCEPT_BACKOFF).await;
                                 continue;
                             }
                         },
                     };
-                    tokio::spawn(serve_connection(admin.clone(), stream));
+                    let (admin, reserve) = (admin.clone(), reserve.clone());
+                    tokio::spawn(async move {
+                        serve_connection(admin, stream).await;
+                        reserve.refill();
+                    });
                 }
                 let _ = std::fs::remove_file(path);
             });

@@ -68,6 +68,8 @@ pub struct AgentConfig {
     pub cgroup: Option<PathBuf>,
     /// Extra `redirector run` arguments.
     pub extra_args: Vec<String>,
+    /// Run the agent with this RLIMIT_NOFILE, soft and hard (`prlimit`).
+    pub open_files_limit: Option<u64>,
 }
 
 impl AgentConfig {
@@ -78,6 +80,7 @@ impl AgentConfig {
             in_pod_cgroup: true,
             cgroup: None,
             extra_args: Vec::new(),
+            open_files_limit: None,
         }
     }
 }
@@ -144,9 +147,13 @@ impl Agent {
             .arg(etc.join("hosts"))
             .arg(etc.join("resolv.conf"))
             .arg(procs)
-            .arg(topology.node.name())
-            .arg(redirector_bin()?)
-            .arg("run");
+            .arg(topology.node.name());
+        if let Some(limit) = config.open_files_limit {
+            command
+                .arg("prlimit")
+                .arg(format!("--nofile={limit}:{limit}"));
+        }
+        command.arg(redirector_bin()?).arg("run");
         // A Kubernetes-sourced agent has no Backend directory.
         if !config.extra_args.iter().any(|a| a == "--kubernetes") {
             command.arg("--backends").arg(&config.backends);
