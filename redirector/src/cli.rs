@@ -266,7 +266,8 @@ pub struct Limits {
     #[arg(long, value_parser = parse_duration, default_value = "10s")]
     pub connect_timeout: Duration,
 
-    /// A proxied connection with no bytes in either direction for this long is closed.
+    /// A proxied connection with no bytes in either direction for this long is closed
+    /// (HTTP client connections too, with requests in progress).
     #[arg(long, value_parser = parse_duration, default_value = "1h")]
     pub idle_timeout: Duration,
 
@@ -274,7 +275,9 @@ pub struct Limits {
     #[arg(long, value_parser = parse_duration, default_value = "25s")]
     pub drain_timeout: Duration,
 
-    /// Per-direction copy buffer of a proxied connection, in bytes.
+    /// Largest per-direction copy buffer of a proxied connection, in bytes. Buffers start
+    /// at 4 KiB, double while reads fill them, and are given back while a direction
+    /// waits; plaintext on both sides moves through splice(2) instead.
     #[arg(long, default_value_t = 64 * 1024)]
     pub buffer_size: usize,
 }
