@@ -17,6 +17,9 @@
 //! - `virtual_hosts.rs`  one virtual IPv4 and IPv6 address per Backend hostname
 //! - `admin.rs`          /healthz, /readyz, /metrics
 
+#[macro_use]
+mod write_through;
+
 mod admin;
 mod backend;
 pub mod check;

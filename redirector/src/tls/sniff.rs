@@ -12,7 +12,7 @@ use std::{
 };
 
 use rustls::server::Acceptor;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, ReadBuf};
 
 /// A ClientHello larger than this is refused (real ones are a few KiB at most).
 const MAX_CLIENT_HELLO: usize = 64 * 1024;
@@ -288,37 +288,7 @@ impl<S: AsyncRead + Unpin> AsyncRead for FirstBytesGuard<S> {
     }
 }
 
-impl<S: AsyncWrite + Unpin> AsyncWrite for FirstBytesGuard<S> {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write(cx, buf)
-    }
-
-    /// Passed on, so that writers of several buffers (hyper: a response head and body)
-    /// need not copy them into one first.
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
-    }
-}
+write_through!(FirstBytesGuard);
 
 /// The refusal inside an error returned by a guarded stream, if that is what it is.
 pub fn refusal(error: &io::Error) -> Option<&OpeningRefused> {
