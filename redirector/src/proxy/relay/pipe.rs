@@ -3,8 +3,8 @@
 //!
 //! A direction borrows a pipe from [`Pipes`] only while it moves a chunk and gives it
 //! back empty, so held idle connections cost no descriptors beyond their sockets, and at
-//! most `max` pipes (two descriptors each) ever exist: pipes never take the descriptors
-//! that accepting connections needs. When none can be lent, the chunk goes through a
+//! most `max` pipes (two descriptors each) ever exist and at most 64 wait idle: pipes
+//! never take the descriptors that accepting connections needs. When none can be lent, the chunk goes through a
 //! buffer instead.
 
 use std::{
@@ -23,6 +23,10 @@ use super::Activity;
 
 /// The most one splice into a pipe asks for: a default pipe's capacity (16 pages).
 const CHUNK: usize = 64 * 1024;
+
+/// Empty pipes kept for the next chunk; more are closed when given back. A pipe is lent
+/// only while a chunk moves, so few are in use at any instant.
+const IDLE_MAX: usize = 64;
 
 /// A pipe that splice(2) moves bytes through.
 #[derive(Debug)]
@@ -96,6 +100,12 @@ impl Pipes {
     pub fn live(&self) -> usize {
         self.live.load(Ordering::Relaxed)
     }
+
+    /// Pipes lent out now (for tests).
+    #[cfg(test)]
+    pub fn lent(&self) -> usize {
+        self.live() - self.idle.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
 }
 
 /// A pipe on loan: back to the pool when dropped empty, closed if dropped holding bytes
@@ -111,10 +121,14 @@ impl Drop for Lent<'_> {
     fn drop(&mut self) {
         let Some(pipe) = self.pipe.take() else { return };
         if self.holding == 0 {
-            (self.pipes.idle.lock().unwrap_or_else(|p| p.into_inner())).push(pipe);
-        } else {
-            self.pipes.live.fetch_sub(1, Ordering::Relaxed);
+            let mut idle = self.pipes.idle.lock().unwrap_or_else(|p| p.into_inner());
+            if idle.len() < IDLE_MAX {
+                idle.push(pipe);
+                return;
+            }
         }
+        drop(pipe);
+        self.pipes.live.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -148,10 +162,13 @@ pub async fn splice_until_eof(
 ) -> io::Result<()> {
     loop {
         from.readable().await?;
+        // Neither a pipe nor a buffer is held while waiting for data: readiness can be
+        // stale, and a chunk that finds nothing gives them back and waits again.
         let moved_now = match pipes.lend() {
             Some(mut lent) => spliced_chunk(from, to, &mut lent).await?,
             None => buffered_chunk(from, to, buffer_size).await?,
         };
+        let Some(moved_now) = moved_now else { continue };
         if moved_now == 0 {
             return socket2::SockRef::from(to).shutdown(Shutdown::Write);
         }
@@ -160,18 +177,24 @@ pub async fn splice_until_eof(
     }
 }
 
-/// One chunk through `lent`: what `from` has (0 at EOF), all of it written to `to`.
-async fn spliced_chunk(from: &TcpStream, to: &TcpStream, lent: &mut Lent<'_>) -> io::Result<usize> {
+/// One chunk through `lent`: what `from` has (0 at EOF), all of it written to `to`;
+/// `None` if `from` had nothing after all.
+async fn spliced_chunk(
+    from: &TcpStream,
+    to: &TcpStream,
+    lent: &mut Lent<'_>,
+) -> io::Result<Option<usize>> {
     let (pipe_read, pipe_write) = match &lent.pipe {
         Some(pipe) => (pipe.read.as_raw_fd(), pipe.write.as_raw_fd()),
         None => return Err(io::Error::other("the lent pipe was given back already")),
     };
     // The pipe is empty here: a would-block can only be the socket's.
-    let filled = from
-        .async_io(Interest::READABLE, || {
-            splice(from.as_raw_fd(), pipe_write, CHUNK)
-        })
-        .await?;
+    let filled = match from.try_io(Interest::READABLE, || {
+        splice(from.as_raw_fd(), pipe_write, CHUNK)
+    }) {
+        Err(error) if error.kind() == io::ErrorKind::WouldBlock => return Ok(None),
+        filled => filled?,
+    };
     lent.holding = filled;
     while lent.holding > 0 {
         // The pipe holds bytes: a would-block can only be the socket's.
@@ -182,17 +205,20 @@ async fn spliced_chunk(from: &TcpStream, to: &TcpStream, lent: &mut Lent<'_>) ->
             })
             .await?;
     }
-    Ok(filled)
+    Ok(Some(filled))
 }
 
-/// One chunk through a buffer: what `from` has (0 at EOF), all of it written to `to`.
-async fn buffered_chunk(from: &TcpStream, to: &TcpStream, size: usize) -> io::Result<usize> {
+/// One chunk through a buffer: what `from` has (0 at EOF), all of it written to `to`;
+/// `None` if `from` had nothing after all.
+async fn buffered_chunk(
+    from: &TcpStream,
+    to: &TcpStream,
+    size: usize,
+) -> io::Result<Option<usize>> {
     let mut buf = vec![0u8; size.max(1)];
-    let read = loop {
-        match from.try_read(&mut buf) {
-            Err(error) if error.kind() == io::ErrorKind::WouldBlock => from.readable().await?,
-            read => break read?,
-        }
+    let read = match from.try_read(&mut buf) {
+        Err(error) if error.kind() == io::ErrorKind::WouldBlock => return Ok(None),
+        read => read?,
     };
     let mut written = 0;
     while written < read {
@@ -201,5 +227,5 @@ async fn buffered_chunk(from: &TcpStream, to: &TcpStream, size: usize) -> io::Re
             n => written += n?,
         }
     }
-    Ok(read)
+    Ok(Some(read))
 }
