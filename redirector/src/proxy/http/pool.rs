@@ -130,11 +130,11 @@ impl Pools {
             // Host from the URI, which the proxy builds from the Backend's hostname.
             .set_host(true)
             .retry_canceled_requests(true)
-            // hyper grows a connection's read buffer up to ~400 KiB while the body is
-            // read faster than the client takes it, and keeps it: 1,000 clients that
-            // stopped reading held 347 MiB. Bodies are streamed, so 64 KiB (also the
-            // largest response head accepted) costs no throughput: TLS yields 16 KiB
-            // records per read anyway.
+            // hyper would let a connection's read buffer grow to ~400 KiB while a body
+            // is read faster than the client takes it, and keep it. Bodies are streamed,
+            // so 64 KiB (also the largest response head accepted) costs no throughput:
+            // TLS yields 16 KiB records per read anyway. (bench-load's 1,000 clients
+            // that never read still peak at 339 MiB: the rest is not found yet.)
             .http1_max_buf_size(UPSTREAM_READ_BUFFER);
         // HTTP2 and H2C: h2 whatever ALPN says (prior knowledge in cleartext). HTTP with
         // TLS: h2 if the server picks it in ALPN (the dialer says so), else HTTP/1.1.
