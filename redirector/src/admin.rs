@@ -87,6 +87,7 @@ pub async fn serve(
                             Err(error) => {
                                 tracing::debug!(%error, "admin socket accept failed");
                                 tokio::time::sleep(ACCEPT_BACKOFF).await;
+                                reserve.refill();
                                 continue;
                             }
                         },

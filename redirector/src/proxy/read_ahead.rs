@@ -53,12 +53,13 @@ impl<S: AsyncRead + Unpin> AsyncRead for ReadAhead<S> {
                 return Poll::Ready(Ok(()));
             }
             this.buf.reserve(READ_AHEAD);
-            let read = ready!(tokio_util::io::poll_read_buf(
-                Pin::new(&mut this.inner),
-                cx,
-                &mut this.buf
-            ))?;
-            this.ahead = read >= READ_AHEAD;
+            let poll = tokio_util::io::poll_read_buf(Pin::new(&mut this.inner), cx, &mut this.buf);
+            let Poll::Ready(read) = poll else {
+                // Silence after a burst: hold no buffer while waiting.
+                this.buf = BytesMut::new();
+                return Poll::Pending;
+            };
+            this.ahead = read? >= READ_AHEAD;
         }
         let n = out.remaining().min(this.buf.len());
         out.put_slice(&this.buf[..n]);

@@ -58,7 +58,8 @@ impl Counts {
 }
 
 /// Runs until both directions reached EOF, an I/O error, or `idle` passed with no byte
-/// read from either side. The byte counts are right also when it ends with an error.
+/// read from either side. The byte counts cover what moved until the end, also when it
+/// ends with an error (a buffered direction counts a read not yet written).
 pub async fn relay<C, U>(
     client: &mut C,
     upstream: &mut U,

@@ -256,7 +256,7 @@ fn finish(
         (None, _) => {
             count();
             if error.kind() == io::ErrorKind::TimedOut {
-                // The splice's idle timer (see `splice.rs`).
+                // The relay's idle timer (see `relay.rs`).
                 shared.stats.idle_closed(key);
             }
             tracing::debug!(backend = key, %error, "connection ended with an error");

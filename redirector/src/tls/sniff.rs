@@ -185,7 +185,12 @@ impl<S> FirstBytesGuard<S> {
                 names: Vec::new(),
                 plaintext: Ok(()),
             },
-            state: State::Releasing(held, 0),
+            // Nothing held: passing at once (an empty release would read as EOF).
+            state: if held.is_empty() {
+                State::Passing
+            } else {
+                State::Releasing(held, 0)
+            },
             verdict: None,
             reroute_passthrough: false,
         }

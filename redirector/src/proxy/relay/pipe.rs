@@ -162,6 +162,9 @@ pub async fn splice_until_eof(
 ) -> io::Result<()> {
     loop {
         from.readable().await?;
+        // A destination that takes nothing (a client that stopped reading) keeps the
+        // bytes in the source socket, not in a pipe.
+        to.writable().await?;
         // Neither a pipe nor a buffer is held while waiting for data: readiness can be
         // stale, and a chunk that finds nothing gives them back and waits again.
         let moved_now = match pipes.lend() {
@@ -215,6 +218,10 @@ async fn buffered_chunk(
     to: &TcpStream,
     size: usize,
 ) -> io::Result<Option<usize>> {
+    // try_read and try_write do not count against tokio's cooperative budget (the
+    // splice path's async_io does): without this a source that always has data and a
+    // destination that always takes it would never let the thread run anything else.
+    tokio::task::consume_budget().await;
     let mut buf = vec![0u8; size.max(1)];
     let read = match from.try_read(&mut buf) {
         Err(error) if error.kind() == io::ErrorKind::WouldBlock => return Ok(None),
