@@ -202,3 +202,16 @@ async fn read_opening_returns_what_it_read() {
     );
     assert!(stream.starts_with(&held) && held.len() >= hello.len());
 }
+
+/// A connection with nothing held (a passthrough) reads the client's own bytes at once:
+/// an empty replay must not read as EOF.
+#[tokio::test]
+async fn released_with_nothing_held_reads_the_stream() {
+    let (mut client, inner) = duplex(64);
+    let mut guard = FirstBytesGuard::released(inner, Vec::new());
+    assert!(guard.is_passing());
+    client.write_all(b"hello").await.unwrap();
+    let mut got = [0u8; 5];
+    guard.read_exact(&mut got).await.unwrap();
+    assert_eq!(&got, b"hello");
+}
