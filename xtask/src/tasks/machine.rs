@@ -73,6 +73,19 @@ pub fn git(args: &[&str]) -> Option<String> {
     stdout(Command::new("git").args(args).current_dir(workspace_root()))
 }
 
+/// Whether the agent's sources (the crates built into it) differ from HEAD.
+pub fn agent_sources_changed() -> bool {
+    git(&[
+        "status",
+        "--porcelain",
+        "--",
+        "redirector",
+        "redirector-common",
+        "redirector-ebpf",
+    ])
+    .is_some_and(|out| !out.is_empty())
+}
+
 /// The workspace's commit as `git describe --always --dirty` words it.
 pub fn workspace_commit() -> Option<String> {
     git(&["describe", "--always", "--dirty"])

@@ -130,15 +130,7 @@ pub(super) fn machine(
     let nproc = facts::cpu_count();
     let date = facts::utc_date("%Y-%m-%d %H:%M UTC").unwrap_or_default();
     let rev = facts::git(&["rev-parse", "--short", "HEAD"]).unwrap_or_default();
-    let dirty = facts::git(&[
-        "status",
-        "--porcelain",
-        "--",
-        "redirector",
-        "redirector-common",
-        "redirector-ebpf",
-    ])
-    .is_some_and(|out| !out.is_empty());
+    let dirty = facts::agent_sources_changed();
     let redirector = match redirector {
         Ok(bin) if custom_bin => format!(
             "{} (given with --redirector-bin; the workspace is at commit {rev})",

@@ -28,15 +28,7 @@ pub(super) fn head(
     out: &Path,
 ) -> HistoryHead {
     let rev = facts::git(&["rev-parse", "--short", "HEAD"]).unwrap_or_else(|| "unknown".into());
-    let dirty = facts::git(&[
-        "status",
-        "--porcelain",
-        "--",
-        "redirector",
-        "redirector-common",
-        "redirector-ebpf",
-    ])
-    .is_some_and(|out| !out.is_empty());
+    let dirty = facts::agent_sources_changed();
     let redirector = match (redirector, &args.redirector_bin) {
         (Ok(bin), Some(_)) => format!("--redirector-bin {}", bin.display()),
         (Ok(bin), None) => format!("built from the work tree ({})", bin.display()),
