@@ -18,7 +18,7 @@
 
 mod after_start;
 mod case;
-mod inspect;
+pub(super) mod inspect;
 mod launch;
 mod logs;
 mod report;

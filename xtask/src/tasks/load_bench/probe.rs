@@ -15,30 +15,8 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use xtask::netlab::Netns;
 
-/// Resident memory of a process, KiB (`/proc/<pid>/status`).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Memory {
-    /// `VmRSS`: resident now.
-    pub rss_kib: u64,
-    /// `VmHWM`: the largest `VmRSS` so far.
-    pub hwm_kib: u64,
-}
-
-pub fn memory(pid: u32) -> Result<Memory> {
-    let path = format!("/proc/{pid}/status");
-    let status = std::fs::read_to_string(&path).with_context(|| format!("cannot read {path}"))?;
-    let kib = |key: &str| -> Result<u64> {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(key))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .with_context(|| format!("no {key} in {path}"))
-    };
-    Ok(Memory {
-        rss_kib: kib("VmRSS:")?,
-        hwm_kib: kib("VmHWM:")?,
-    })
-}
+/// Resident memory of a process (`/proc/<pid>/status`), as the scale bench reads it.
+pub use crate::tasks::scale::inspect::{Memory, memory};
 
 /// Open descriptors of a process.
 pub fn fds(pid: u32) -> Option<usize> {
