@@ -207,3 +207,21 @@ pub fn redirector(args: &[&str]) -> Result<std::process::Output> {
         .output()
         .with_context(|| format!("running {} {}", bin.display(), args.join(" ")))
 }
+
+/// The value of the sample `name{labels..}` (other labels ignored) in the Prometheus
+/// text of the agent's `/metrics`.
+pub fn metric_sample(metrics: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    metrics.lines().find_map(|line| {
+        let rest = line.strip_prefix(name)?;
+        let (label_set, value) = match rest.strip_prefix('{') {
+            Some(rest) => rest.split_once("} ")?,
+            None => ("", rest.strip_prefix(' ')?),
+        };
+        let all = labels.iter().all(|(key, wanted)| {
+            label_set
+                .split(',')
+                .any(|pair| pair == format!("{key}=\"{wanted}\""))
+        });
+        all.then(|| value.trim().parse().ok()).flatten()
+    })
+}

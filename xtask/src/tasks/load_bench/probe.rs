@@ -182,22 +182,7 @@ pub fn metrics_within(node: &Netns, wait: Duration) -> Result<String> {
 /// The value of `name{labels..}` (other labels ignored) in Prometheus text; 0 if absent
 /// (a counter that never counted is not written).
 pub fn sample(metrics: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
-    metrics
-        .lines()
-        .find_map(|line| {
-            let rest = line.strip_prefix(name)?;
-            let (label_set, value) = match rest.strip_prefix('{') {
-                Some(rest) => rest.split_once("} ")?,
-                None => ("", rest.strip_prefix(' ')?),
-            };
-            let all = labels.iter().all(|(key, wanted)| {
-                label_set
-                    .split(',')
-                    .any(|pair| pair == format!("{key}=\"{wanted}\""))
-            });
-            all.then(|| value.trim().parse().ok()).flatten()
-        })
-        .unwrap_or(0.0)
+    xtask::netlab::agent::metric_sample(metrics, name, labels).unwrap_or(0.0)
 }
 
 /// A sysctl's value as seen from inside `netns` (`?` if unreadable).

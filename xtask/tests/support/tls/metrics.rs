@@ -16,21 +16,7 @@ pub fn metrics(node: &Netns) -> String {
 }
 
 /// The value of the sample `name{labels..}` (other labels ignored) in Prometheus text.
-pub fn sample(metrics: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
-    metrics.lines().find_map(|line| {
-        let rest = line.strip_prefix(name)?;
-        let (label_set, value) = match rest.strip_prefix('{') {
-            Some(rest) => rest.split_once("} ")?,
-            None => ("", rest.strip_prefix(' ')?),
-        };
-        let all = labels.iter().all(|(key, wanted)| {
-            label_set
-                .split(',')
-                .any(|pair| pair == format!("{key}=\"{wanted}\""))
-        });
-        all.then(|| value.trim().parse().ok()).flatten()
-    })
-}
+pub use xtask::netlab::agent::metric_sample as sample;
 
 /// Polls `/metrics` until `name{labels}` reaches `at_least` (the agent counts a refusal
 /// right after closing the client, so the client may see the close first); returns the
