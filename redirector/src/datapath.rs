@@ -7,6 +7,7 @@
 
 mod dns;
 pub mod endpoint;
+mod install;
 mod link_update;
 mod maps;
 mod pins;
@@ -27,6 +28,8 @@ use aya::{
     },
 };
 pub use dns::{DnsMaps, DnsPending, Heartbeat, VirtualHostPins};
+pub use install::uninstall;
+use install::{ensure_layout, ensure_same_cgroup};
 pub use maps::{AgentSockets, BackendMap, OwnedExemption, PendingRecords, ScopeMap, SyncStats};
 pub use pins::PinLayout;
 use redirector_common::{DnsConfig, ProxyConfig, map_names, program_names};
@@ -117,63 +120,6 @@ pub enum DatapathError {
 /// older agent pinned can no longer be used as it is; adding maps needs no bump (pins
 /// without a marker, from before markers, are layout 2 too).
 const LAYOUT_VERSION: u32 = 2;
-
-/// Refuses pins of another layout, and marks the pins with ours.
-fn ensure_layout(layout: &PinLayout) -> Result<(), DatapathError> {
-    let io = |what: String| move |source| DatapathError::Io { what, source };
-    let ours = layout.layout_marker(LAYOUT_VERSION);
-    let found = layout
-        .layout_markers()
-        .map_err(io(format!("list {}", layout.root().display())))?;
-    if let Some(other) = found.iter().find(|marker| **marker != ours) {
-        return Err(DatapathError::OtherLayout {
-            pins: layout.root().to_path_buf(),
-            found: other
-                .file_name()
-                .map(|name| name.to_string_lossy().into_owned())
-                .unwrap_or_default(),
-        });
-    }
-    match fs::create_dir(&ours) {
-        Err(error) if error.kind() != io::ErrorKind::AlreadyExists => {
-            Err(io(format!("create {}", ours.display()))(error))
-        }
-        _ => Ok(()),
-    }
-}
-
-/// Pinned links stay attached to the cgroup they were made for. A marker directory on
-/// the bpffs (`cgroup-<inode of the cgroup directory>`) records it, so an agent started
-/// with another `--cgroup` fails loudly instead of adopting links that redirect the wrong
-/// processes.
-fn ensure_same_cgroup(
-    layout: &PinLayout,
-    cgroup_dir: &fs::File,
-    cgroup: &std::path::Path,
-) -> Result<(), DatapathError> {
-    use std::os::unix::fs::MetadataExt;
-    let io = |what: String| move |source| DatapathError::Io { what, source };
-    let inode = cgroup_dir
-        .metadata()
-        .map_err(io(format!("stat {}", cgroup.display())))?
-        .ino();
-    let marker = layout.cgroup_marker(inode);
-    let others = layout
-        .cgroup_markers()
-        .map_err(io(format!("list {}", layout.root().display())))?;
-    if others.iter().any(|other| *other != marker) {
-        return Err(DatapathError::OtherCgroup {
-            pins: layout.root().to_path_buf(),
-            cgroup: cgroup.to_path_buf(),
-        });
-    }
-    match fs::create_dir(&marker) {
-        Err(error) if error.kind() != io::ErrorKind::AlreadyExists => {
-            Err(io(format!("create {}", marker.display()))(error))
-        }
-        _ => Ok(()),
-    }
-}
 
 /// Sizes of the maps (see `--max-*` in `redirector run --help`).
 #[derive(Debug, Clone, Copy)]
@@ -382,62 +328,4 @@ fn warn_on_resized_pins(ebpf: &Ebpf, sizes: MapSizes) {
             );
         }
     }
-}
-
-/// Detaches every program and removes every pin under `layout`. Returns what it removed.
-pub fn uninstall(layout: &PinLayout) -> Result<Vec<PathBuf>, DatapathError> {
-    let mut removed = Vec::new();
-    for name in PROGRAMS {
-        let path = layout.link(name);
-        if !path.exists() {
-            continue;
-        }
-        let link = PinnedLink::from_pin(&path).map_err(|source| DatapathError::Link {
-            path: path.clone(),
-            source: source.into(),
-        })?;
-        // Unpinning hands back the last reference; dropping it detaches the program.
-        let fd_link = link.unpin().map_err(|source| DatapathError::Io {
-            what: format!("unpin {}", path.display()),
-            source,
-        })?;
-        drop(fd_link);
-        removed.push(path);
-    }
-    for name in MAPS {
-        let path = layout.map(name);
-        match fs::remove_file(&path) {
-            Ok(()) => removed.push(path),
-            Err(error) if error.kind() == io::ErrorKind::NotFound => {}
-            Err(source) => {
-                return Err(DatapathError::Io {
-                    what: format!("remove {}", path.display()),
-                    source,
-                });
-            }
-        }
-    }
-    let mut markers = layout.cgroup_markers().unwrap_or_default();
-    markers.extend(layout.layout_markers().unwrap_or_default());
-    let dirs = [
-        layout.links_dir(),
-        layout.maps_dir(),
-        layout.root().to_path_buf(),
-    ];
-    for dir in markers.into_iter().chain(dirs) {
-        match fs::remove_dir(&dir) {
-            Ok(()) => {}
-            Err(error) if error.kind() == io::ErrorKind::NotFound => {}
-            Err(source) => {
-                return Err(DatapathError::Io {
-                    what: format!(
-                        "remove {} (it holds pins not made by redirector?)",
-                        dir.display()
-                    ),
-                    source,
-                });
-            }
-        }
-    }
-    Ok(removed)
 }
