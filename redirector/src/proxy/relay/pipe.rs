@@ -149,9 +149,33 @@ fn splice(from: RawFd, to: RawFd, len: usize) -> io::Result<usize> {
     usize::try_from(n).map_err(|_| io::Error::last_os_error())
 }
 
+/// `ioctl` request asking whether a socket's next byte is the TCP urgent mark. Not in the
+/// libc crate for Linux; this is the asm-generic value (x86, arm, riscv, among others;
+/// alpha, mips, sh, sparc and xtensa use another).
+const SIOCATMARK: libc::Ioctl = 0x8905;
+
+/// Delivers `socket`'s TCP urgent (MSG_OOB) byte in line, in order with the others: a
+/// transparent relay passes it on like any byte. Without this a read skips it.
+pub fn urgent_inline(socket: &TcpStream) -> io::Result<()> {
+    socket2::SockRef::from(socket).set_out_of_band_inline(true)
+}
+
+/// Whether the next byte `socket` would read is the TCP urgent mark.
+fn at_urgent_mark(socket: &TcpStream) -> io::Result<bool> {
+    let mut at_mark: libc::c_int = 0;
+    // SAFETY: SIOCATMARK writes one int through the pointer, which points to `at_mark`
+    // and is valid for the whole call.
+    let rc = unsafe { libc::ioctl(socket.as_raw_fd(), SIOCATMARK, &mut at_mark) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(at_mark != 0)
+}
+
 /// Moves bytes from `from` to `to` until EOF, then shuts `to` down for writing. Counts
 /// what it moves in `moved` and touches `activity` on every read; `buffer_size` bounds a
-/// chunk that goes through a buffer for want of a pipe.
+/// chunk that goes through a buffer for want of a pipe. `from` should deliver urgent
+/// data in line ([`urgent_inline`]), else a read at the mark skips the urgent byte.
 pub async fn splice_until_eof(
     from: &TcpStream,
     to: &TcpStream,
@@ -168,7 +192,15 @@ pub async fn splice_until_eof(
         // Neither a pipe nor a buffer is held while waiting for data: readiness can be
         // stale, and a chunk that finds nothing gives them back and waits again.
         let moved_now = match pipes.lend() {
-            Some(mut lent) => spliced_chunk(from, to, &mut lent).await?,
+            Some(mut lent) => match spliced_chunk(from, to, &mut lent).await? {
+                Spliced::Chunk(moved_now) => moved_now,
+                // A plain read takes the urgent byte (in line) and what follows, and
+                // clears the mark: splicing goes on from the next chunk.
+                Spliced::UrgentMark => {
+                    drop(lent);
+                    buffered_chunk(from, to, buffer_size).await?
+                }
+            },
             None => buffered_chunk(from, to, buffer_size).await?,
         };
         let Some(moved_now) = moved_now else { continue };
@@ -180,23 +212,48 @@ pub async fn splice_until_eof(
     }
 }
 
+/// What [`spliced_chunk`] did.
+enum Spliced {
+    /// Moved a chunk, as [`buffered_chunk`] answers.
+    Chunk(Option<usize>),
+    /// Found `from` at the TCP urgent mark, which splice(2) does not pass.
+    UrgentMark,
+}
+
 /// One chunk through `lent`: what `from` has (0 at EOF), all of it written to `to`;
-/// `None` if `from` had nothing after all.
+/// `Chunk(None)` if `from` had nothing after all.
 async fn spliced_chunk(
     from: &TcpStream,
     to: &TcpStream,
     lent: &mut Lent<'_>,
-) -> io::Result<Option<usize>> {
+) -> io::Result<Spliced> {
     let (pipe_read, pipe_write) = match &lent.pipe {
         Some(pipe) => (pipe.read.as_raw_fd(), pipe.write.as_raw_fd()),
         None => return Err(io::Error::other("the lent pipe was given back already")),
     };
     // The pipe is empty here: a would-block can only be the socket's.
-    let filled = match from.try_io(Interest::READABLE, || {
-        splice(from.as_raw_fd(), pipe_write, CHUNK)
-    }) {
-        Err(error) if error.kind() == io::ErrorKind::WouldBlock => return Ok(None),
-        filled => filled?,
+    let filled = from.try_io(Interest::READABLE, || {
+        let filled = splice(from.as_raw_fd(), pipe_write, CHUNK);
+        let nothing = match &filled {
+            Ok(filled) => *filled == 0,
+            Err(error) => error.kind() == io::ErrorKind::WouldBlock,
+        };
+        // splice(2) stops at TCP urgent data: at the mark it moves nothing (0, as at
+        // EOF, once the peer closed too) while the socket stays readable. Asked in
+        // here: a would-block out of try_io would clear the readiness that the read
+        // passing the mark needs. Off the mark, nothing is nothing: wait again.
+        if nothing && at_urgent_mark(from)? {
+            return Ok(None);
+        }
+        filled.map(Some)
+    });
+    let filled = match filled {
+        Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
+            return Ok(Spliced::Chunk(None));
+        }
+        Err(error) => return Err(error),
+        Ok(None) => return Ok(Spliced::UrgentMark),
+        Ok(Some(filled)) => filled,
     };
     lent.holding = filled;
     while lent.holding > 0 {
@@ -208,7 +265,7 @@ async fn spliced_chunk(
             })
             .await?;
     }
-    Ok(Some(filled))
+    Ok(Spliced::Chunk(Some(filled)))
 }
 
 /// One chunk through a buffer: what `from` has (0 at EOF), all of it written to `to`;

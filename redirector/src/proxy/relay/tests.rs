@@ -307,3 +307,64 @@ async fn a_waiting_connection_holds_no_pipe() {
     );
     assert!(pipes.live() >= 1, "the exchange went through pipes");
 }
+
+/// Fails a step that does not finish in time (a stalled direction), instead of hanging.
+async fn in_time<T>(step: impl Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(10), step)
+        .await
+        .expect("the relay stalled")
+}
+
+#[tokio::test]
+async fn an_urgent_byte_is_spliced_in_line_then_the_rest() {
+    let Loopback {
+        mut app,
+        mut server,
+        relay,
+        ..
+    } = loopback(Vec::new(), Ok(())).await;
+    app.write_all(b"before").await.unwrap();
+    // Once the opening reached the server, the client's bytes go through splice(2).
+    let mut before = [0u8; 6];
+    in_time(server.read_exact(&mut before)).await.unwrap();
+    assert_eq!(&before, b"before");
+    let urgent = socket2::SockRef::from(&app).send_out_of_band(b"!");
+    assert_eq!(urgent.unwrap(), 1);
+    app.write_all(b"after").await.unwrap();
+    app.shutdown().await.unwrap();
+    let mut rest = Vec::new();
+    in_time(server.read_to_end(&mut rest)).await.unwrap();
+    assert_eq!(
+        rest, b"!after",
+        "the urgent byte in line, in order, then the rest"
+    );
+    drop(server);
+    let (moved, result, _) = in_time(relay).await.unwrap();
+    result.unwrap();
+    assert_eq!(moved.client_to_upstream, 12);
+}
+
+#[tokio::test]
+async fn a_direction_at_the_urgent_mark_does_not_stall() {
+    let Loopback {
+        mut app,
+        mut server,
+        relay,
+        ..
+    } = loopback(Vec::new(), Ok(())).await;
+    // Not closed after the urgent byte: the direction must move it without an EOF.
+    server.write_all(b"before").await.unwrap();
+    let urgent = socket2::SockRef::from(&server).send_out_of_band(b"!");
+    assert_eq!(urgent.unwrap(), 1);
+    let mut got = [0u8; 7];
+    in_time(app.read_exact(&mut got)).await.unwrap();
+    assert_eq!(&got, b"before!");
+    server.write_all(b"after").await.unwrap();
+    server.shutdown().await.unwrap();
+    let mut rest = Vec::new();
+    in_time(app.read_to_end(&mut rest)).await.unwrap();
+    assert_eq!(rest, b"after");
+    drop(app);
+    let (moved, _, _) = in_time(relay).await.unwrap();
+    assert_eq!(moved.upstream_to_client, 12);
+}
