@@ -50,6 +50,12 @@ pub enum Command {
     /// Print the XBackend CustomResourceDefinition (`redirector crd | kubectl apply -f -`).
     Crd,
     /// Detach the programs and remove every pin under --bpffs.
+    ///
+    /// Also sets net.ipv4.tcp_migrate_req back to its value from before the agent set it
+    /// to 1, if the agent changed it (an agent's exit does not: the agent replacing it
+    /// during an upgrade needs it). The setting is per network namespace: run uninstall in
+    /// the agent's (the host's, for an agent on the host network); elsewhere it only says
+    /// which namespace and value to restore.
     Uninstall(UninstallArgs),
     /// Ask this pod's own agent, over its --admin-socket, whether it is ready or alive
     /// (exit status 0 if so): for exec probes, which stay with their own agent when two

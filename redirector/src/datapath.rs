@@ -28,7 +28,7 @@ use aya::{
     },
 };
 pub use dns::{DnsMaps, DnsPending, Heartbeat, VirtualHostPins};
-pub use install::uninstall;
+pub use install::{MigrateReqWas, record_migrate_req, recorded_migrate_req, uninstall};
 use install::{ensure_layout, ensure_same_cgroup};
 pub use maps::{AgentSockets, BackendMap, OwnedExemption, PendingRecords, ScopeMap, SyncStats};
 pub use pins::PinLayout;

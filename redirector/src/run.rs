@@ -107,7 +107,6 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         },
         args.http.access_log.as_deref(),
     )?;
-    host::enable_request_migration();
     let listeners = proxy::bind(&args.proxy_addrs)?;
     let capture = &args.dns.capture;
     let dns_addrs: Vec<SocketAddr> = (args.proxy_addrs.iter())
@@ -133,6 +132,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         attachments,
     } = Datapath::install(&layout, &cgroup, sizes, &proxy_config, &dns_config)
         .with_context(|| format!("installing the datapath on cgroup {}", cgroup.display()))?;
+    // Once the pins are ours: the value it changes is recorded beside them.
+    host::enable_request_migration(&layout);
     let adopted = attachments
         .iter()
         .filter(|(_, a)| *a == Attachment::Adopted)
@@ -372,7 +373,11 @@ impl Signals {
 
 /// `redirector uninstall`.
 pub fn uninstall(bpffs: &Path) -> anyhow::Result<()> {
-    let removed = datapath::uninstall(&PinLayout::new(bpffs))?;
+    let layout = PinLayout::new(bpffs);
+    // Read before the markers that hold it go with the pins.
+    let migrate_req = datapath::recorded_migrate_req(&layout)
+        .with_context(|| format!("listing {}", bpffs.display()))?;
+    let removed = datapath::uninstall(&layout)?;
     if removed.is_empty() {
         println!("nothing installed under {}", bpffs.display());
     } else {
@@ -381,5 +386,5 @@ pub fn uninstall(bpffs: &Path) -> anyhow::Result<()> {
         }
         println!("detached and unpinned: {} pins removed", removed.len());
     }
-    Ok(())
+    host::restore_request_migration(&migrate_req)
 }

@@ -3,10 +3,13 @@
 
 mod support;
 
-use std::path::Path;
+use std::{os::unix::fs::MetadataExt, path::Path, process::Output};
 
 use support::{Bed, ECHO_BACKEND};
-use xtask::netlab::{NODE_EXT_V4, agent::redirector};
+use xtask::netlab::{
+    NODE_EXT_V4, Netns,
+    agent::{redirector, redirector_bin},
+};
 
 const PROGRAMS: [&str; 10] = [
     "connect4",
@@ -199,6 +202,102 @@ fn sigterm_keeps_the_pins_and_uninstall_removes_everything() {
     let again = redirector(&["uninstall", "--bpffs", &pin_arg]).expect("uninstall");
     assert!(again.status.success());
     assert!(String::from_utf8_lossy(&again.stdout).contains("nothing installed"));
+}
+
+/// `net.ipv4.tcp_migrate_req` as a process in `netns` reads it.
+fn migrate_req(netns: &Netns) -> String {
+    let out = (netns.exec("cat"))
+        .arg("/proc/sys/net/ipv4/tcp_migrate_req")
+        .output()
+        .expect("cat");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// The markers beside the pins recording tcp_migrate_req's value before the agent.
+fn migrate_req_markers(pins: &Path) -> Vec<String> {
+    let entries = std::fs::read_dir(pins).expect("pin directory");
+    let mut names: Vec<String> = (entries.map(|entry| entry.expect("entry").file_name()))
+        .map(|name| name.to_string_lossy().into_owned())
+        .filter(|name| name.starts_with("tcp_migrate_req-"))
+        .collect();
+    names.sort();
+    names
+}
+
+/// `redirector uninstall --bpffs <pins>` run in `netns`.
+fn uninstall_in(netns: &Netns, pins: &Path) -> Output {
+    let bin = redirector_bin().expect("redirector binary");
+    let out = (netns.exec(bin).args(["uninstall", "--bpffs"]).arg(pins))
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("uninstall");
+    assert!(
+        out.status.success(),
+        "uninstall: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+#[test]
+fn uninstall_in_the_agents_network_namespace_restores_tcp_migrate_req() {
+    let bed = Bed::new(ECHO_BACKEND);
+    let node = &bed.topo.node;
+    assert_eq!(migrate_req(node), "0", "a fresh network namespace");
+    let pins = bed.pin_dir();
+    let netns = std::fs::metadata(Path::new("/run/netns").join(node.name()))
+        .expect("node netns")
+        .ino();
+    let recorded = vec![format!("tcp_migrate_req-was-0-netns-{netns}")];
+
+    let agent = bed.agent();
+    assert_eq!(migrate_req(node), "1", "set by the agent");
+    assert_eq!(migrate_req_markers(&pins), recorded);
+    assert!(agent.terminate().expect("SIGTERM").status.success());
+    // The agent replacing it during an upgrade still needs it.
+    assert_eq!(migrate_req(node), "1", "left set when the agent stops");
+    // A restart finds it set: the value from before any agent stays the one recorded.
+    assert!(bed.agent().terminate().expect("SIGTERM").status.success());
+    assert_eq!(migrate_req_markers(&pins), recorded);
+
+    let out = uninstall_in(node, &pins);
+    assert_eq!(migrate_req(node), "0", "restored by uninstall");
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains("restored net.ipv4.tcp_migrate_req=0"),
+        "{said}"
+    );
+    assert!(!pins.exists(), "{} still exists", pins.display());
+}
+
+#[test]
+fn uninstall_in_another_network_namespace_leaves_its_tcp_migrate_req_alone() {
+    let bed = Bed::new(ECHO_BACKEND);
+    assert!(bed.agent().terminate().expect("SIGTERM").status.success());
+    let pod = &bed.topo.pod;
+    let mut sysctl = pod.exec("sysctl");
+    sysctl.args(["-q", "-w", "net.ipv4.tcp_migrate_req=1"]);
+    assert!(sysctl.status().expect("sysctl").success());
+
+    // Like the uninstall DaemonSet, whose pod is not on the host network.
+    let out = uninstall_in(pod, &bed.pin_dir());
+    assert_eq!(
+        migrate_req(pod),
+        "1",
+        "another namespace's setting is not touched"
+    );
+    assert_eq!(migrate_req(&bed.topo.node), "1", "not restorable from here");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains("net.ipv4.tcp_migrate_req not restored") && said.contains("set it back"),
+        "{said}"
+    );
+    assert!(!bed.pin_dir().exists(), "the pins are removed all the same");
 }
 
 #[test]

@@ -1,5 +1,6 @@
 //! What marks pins as an agent's and what removes them: the layout and cgroup markers a
-//! starting agent checks before it adopts pins, and `redirector uninstall`.
+//! starting agent checks before it adopts pins, the marker of a host setting an agent
+//! changed, and `redirector uninstall`.
 
 use std::{
     fs, io,
@@ -70,11 +71,78 @@ fn claim_marker(
     }
 }
 
+/// `net.ipv4.tcp_migrate_req` as it was before an agent set it to 1, and the network
+/// namespace (the inode of its nsfs file) it was set in: the marker directory
+/// `tcp_migrate_req-was-<value>-netns-<inode>`, so that `redirector uninstall` can put it
+/// back, and only in that namespace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MigrateReqWas {
+    pub value: u8,
+    pub netns: u64,
+}
+
+const MIGRATE_REQ_MARKER: &str = "tcp_migrate_req-was-";
+
+impl MigrateReqWas {
+    fn marker(self, layout: &PinLayout) -> PathBuf {
+        let Self { value, netns } = self;
+        layout
+            .root()
+            .join(format!("{MIGRATE_REQ_MARKER}{value}-netns-{netns}"))
+    }
+
+    fn parse(marker: &Path) -> Option<Self> {
+        let name = marker.file_name()?.to_str()?;
+        let (value, netns) = name
+            .strip_prefix(MIGRATE_REQ_MARKER)?
+            .split_once("-netns-")?;
+        Some(Self {
+            value: value.parse().ok()?,
+            netns: netns.parse().ok()?,
+        })
+    }
+}
+
+/// Records `was` beside the pins, unless a value is recorded for its network namespace
+/// already: that one is from before any agent changed the setting (a restart, or a second
+/// agent joining during an upgrade, finds 1 set by the first). Returns whether it recorded.
+pub fn record_migrate_req(layout: &PinLayout, was: MigrateReqWas) -> Result<bool, DatapathError> {
+    let recorded = recorded_migrate_req(layout)
+        .map_err(io_error(format!("list {}", layout.root().display())))?;
+    if recorded.iter().any(|(_, old)| old.netns == was.netns) {
+        return Ok(false);
+    }
+    let marker = was.marker(layout);
+    match fs::create_dir(&marker) {
+        Ok(()) => Ok(true),
+        Err(error) if error.kind() == io::ErrorKind::AlreadyExists => Ok(false),
+        Err(error) => Err(io_error(format!("create {}", marker.display()))(error)),
+    }
+}
+
+/// The values of `net.ipv4.tcp_migrate_req` recorded by [`record_migrate_req`], with their
+/// markers (none if nothing is pinned).
+pub fn recorded_migrate_req(layout: &PinLayout) -> io::Result<Vec<(PathBuf, MigrateReqWas)>> {
+    let entries = match fs::read_dir(layout.root()) {
+        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        entries => entries?,
+    };
+    let mut recorded = Vec::new();
+    for entry in entries {
+        let path = entry?.path();
+        if let Some(was) = MigrateReqWas::parse(&path) {
+            recorded.push((path, was));
+        }
+    }
+    Ok(recorded)
+}
+
 fn io_error(what: String) -> impl FnOnce(io::Error) -> DatapathError {
     move |source| DatapathError::Io { what, source }
 }
 
-/// Detaches every program and removes every pin under `layout`. Returns what it removed.
+/// Detaches every program and removes every pin under `layout`, and the markers (also the
+/// [`recorded_migrate_req`] ones: read them first). Returns what it removed.
 pub fn uninstall(layout: &PinLayout) -> Result<Vec<PathBuf>, DatapathError> {
     let mut removed = Vec::new();
     for name in PROGRAMS {
@@ -109,6 +177,8 @@ pub fn uninstall(layout: &PinLayout) -> Result<Vec<PathBuf>, DatapathError> {
     }
     let mut markers = layout.cgroup_markers().unwrap_or_default();
     markers.extend(layout.layout_markers().unwrap_or_default());
+    let recorded = recorded_migrate_req(layout).unwrap_or_default();
+    markers.extend(recorded.into_iter().map(|(marker, _)| marker));
     let dirs = [
         layout.links_dir(),
         layout.maps_dir(),
@@ -130,4 +200,27 @@ pub fn uninstall(layout: &PinLayout) -> Result<Vec<PathBuf>, DatapathError> {
         }
     }
     Ok(removed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_recorded_value_reads_back_from_its_marker_name() {
+        let layout = PinLayout::new("/sys/fs/bpf/redirector");
+        let was = MigrateReqWas {
+            value: 0,
+            netns: 4026531840,
+        };
+        let marker = was.marker(&layout);
+        assert_eq!(
+            marker,
+            Path::new("/sys/fs/bpf/redirector/tcp_migrate_req-was-0-netns-4026531840")
+        );
+        assert_eq!(MigrateReqWas::parse(&marker), Some(was));
+        for other in ["layout-2", "cgroup-7", "tcp_migrate_req-was-x-netns-1"] {
+            assert_eq!(MigrateReqWas::parse(&layout.root().join(other)), None);
+        }
+    }
 }
