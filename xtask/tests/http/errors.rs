@@ -124,6 +124,28 @@ fn upstream_answer_that_is_not_http_is_answered_502() {
 }
 
 #[test]
+fn response_head_over_32_kib_is_answered_502_and_one_below_passes() {
+    let t = HttpBed::new(
+        &HttpBackend::api(PROBE_HTTP_PORT, "HTTP11", None).yaml(),
+        &[],
+    );
+    let _server = t.serve_http();
+    // About 28 KB of headers: under the proxy's 32 KiB read buffer.
+    t.curl(&[
+        "--http1.1",
+        &url(API_HOST, PROBE_HTTP_PORT, "/big-head?bytes=28000"),
+    ])
+    .assert_status(200);
+    // About 40 KB: over it. hyper refuses the head, nothing partial reaches the client.
+    t.curl(&[
+        "--http1.1",
+        &url(API_HOST, PROBE_HTTP_PORT, "/big-head?bytes=40000"),
+    ])
+    .assert_status(502);
+    assert_error_counted(&t, "upstream_error", 1.0);
+}
+
+#[test]
 fn no_response_headers_within_the_response_timeout_is_answered_504() {
     let t = HttpBed::new(
         &HttpBackend::api(PROBE_HTTP_PORT, "HTTP11", None).yaml(),

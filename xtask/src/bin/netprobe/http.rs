@@ -5,8 +5,9 @@
 //! Routes: `/sse?events=N&gap_ms=MS` (text/event-stream, chunked; event `i` is
 //! `id: i` / `data: event i last-event-id=<the request's Last-Event-ID or ->`, an
 //! `Mcp-Session-Id` request header is sent back), `/delay?ms=MS` (answers `late` after
-//! MS ms), `/ws` with `Upgrade: websocket` (101, then every frame is echoed), anything
-//! else `hello from netprobe`. Per request it prints `request {json}` (method, path,
+//! MS ms), `/big-head?bytes=N` (`ok`, after response headers of about N bytes), `/ws`
+//! with `Upgrade: websocket` (101, then every frame is echoed), anything else
+//! `hello from netprobe`. Per request it prints `request {json}` (method, path,
 //! version, headers, body_bytes), before answering.
 
 use std::collections::BTreeMap;
@@ -88,6 +89,7 @@ fn keep_alive(stream: TcpStream, peer: &str) -> std::io::Result<()> {
                 std::thread::sleep(Duration::from_millis(request.param("ms", 1000)));
                 respond(&mut out, "late\n")?;
             }
+            "/big-head" => big_head(&mut out, request.param("bytes", 0))?,
             _ => respond(&mut out, "hello from netprobe\n")?,
         }
         let close = request.header("connection").unwrap_or_default();
@@ -173,6 +175,16 @@ fn respond(out: &mut impl Write, body: &str) -> std::io::Result<()> {
         "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: {}\r\n\r\n{body}",
         body.len()
     )?;
+    out.flush()
+}
+
+/// `/big-head`: `ok` after filler headers of 4,000 bytes each, `bytes` in all.
+fn big_head(out: &mut impl Write, bytes: u64) -> std::io::Result<()> {
+    let mut head = String::from("HTTP/1.1 200 OK\r\ncontent-length: 3\r\n");
+    for i in 0..bytes.div_ceil(4000) {
+        head.push_str(&format!("x-filler-{i}: {}\r\n", "f".repeat(4000)));
+    }
+    write!(out, "{head}\r\nok\n")?;
     out.flush()
 }
 
