@@ -66,7 +66,7 @@ pub async fn handle(shared: Arc<Shared>, client: TcpStream, peer: SocketAddr) {
     let routed = match route(&shared, peer).await {
         Ok(Route::Backends(routed)) => routed,
         Ok(Route::Passthrough(routed)) => {
-            let _ = client.set_nodelay(true);
+            tune_client(&client);
             if let Err((_, refused)) =
                 tcp::splice_to_dialed(&shared, &routed, client, Vec::new(), None).await
             {
@@ -86,7 +86,7 @@ pub async fn handle(shared: Arc<Shared>, client: TcpStream, peer: SocketAddr) {
             return;
         }
     };
-    let _ = client.set_nodelay(true);
+    tune_client(&client);
     if routed
         .candidates
         .iter()
@@ -102,6 +102,14 @@ pub async fn handle(shared: Arc<Shared>, client: TcpStream, peer: SocketAddr) {
             &refused,
         );
     }
+}
+
+/// No Nagle delay, and a TCP urgent (MSG_OOB) byte read in line with the others so
+/// every path passes it on (a plain read would skip it). Neither failing stops the
+/// connection: both only refine how bytes move.
+fn tune_client(client: &TcpStream) {
+    let _ = client.set_nodelay(true);
+    let _ = socket2::SockRef::from(client).set_out_of_band_inline(true);
 }
 
 /// Counts a refusal and logs it (rate-limited per reason).
@@ -239,6 +247,8 @@ pub async fn connect_upstream(
         TcpSocket::new_v6()?
     };
     socket.set_nodelay(true)?;
+    // Urgent (MSG_OOB) bytes in line on every path, not only the spliced one.
+    socket2::SockRef::from(&socket).set_out_of_band_inline(true)?;
     // Listed before connect() runs; the hook checks the list during the syscall.
     let exemption = agent_sockets.exempt(socket.as_fd())?;
     let connected = tokio::time::timeout(timeout, socket.connect(to)).await;
