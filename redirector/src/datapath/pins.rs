@@ -5,6 +5,10 @@
 //! <bpffs>/links/<program>      the cgroup links; while they are pinned the programs
 //!                              stay attached, also when no agent runs
 //! <bpffs>/cgroup-<inode>       empty directory naming the cgroup the links attach to
+//! <bpffs>/tcp_migrate_req-was-<value>-netns-<inode>
+//!                              empty directory: the agent set net.ipv4.tcp_migrate_req
+//!                              in that network namespace, and `uninstall` puts <value>
+//!                              back (datapath/install.rs)
 //! ```
 
 use std::{
