@@ -62,13 +62,23 @@ impl Routed {
     }
 }
 
+/// Routes a connection, then serves it on the path its Backends ask for. Each path is
+/// boxed: a task is as large as its future, which holds room for the largest path it
+/// may take (the TCP one, 6.9 KiB), so an HTTP/1 connection paid for paths it never
+/// took (`-Zprint-type-sizes`; memory per held connection is bench/load.md's).
 pub async fn handle(shared: Arc<Shared>, client: TcpStream, peer: SocketAddr) {
     let routed = match route(&shared, peer).await {
         Ok(Route::Backends(routed)) => routed,
         Ok(Route::Passthrough(routed)) => {
             tune_client(&client);
-            if let Err((_, refused)) =
-                tcp::splice_to_dialed(&shared, &routed, client, Vec::new(), None).await
+            if let Err((_, refused)) = Box::pin(tcp::splice_to_dialed(
+                &shared,
+                &routed,
+                client,
+                Vec::new(),
+                None,
+            ))
+            .await
             {
                 report(&shared, &peer, Some(&routed.original), None, &refused);
             }
@@ -92,8 +102,8 @@ pub async fn handle(shared: Arc<Shared>, client: TcpStream, peer: SocketAddr) {
         .iter()
         .all(|e| e.backend.protocol.is_http())
     {
-        http::serve(shared, routed, client).await;
-    } else if let Err((backend, refused)) = tcp::forward(&shared, &routed, client).await {
+        Box::pin(http::serve(shared, routed, client)).await;
+    } else if let Err((backend, refused)) = Box::pin(tcp::forward(&shared, &routed, client)).await {
         report(
             &shared,
             &peer,

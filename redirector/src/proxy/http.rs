@@ -87,7 +87,10 @@ pub async fn serve(shared: Arc<Shared>, routed: Routed, mut client: TcpStream) {
             return;
         }
         // The client does TLS itself: bytes, judged as for bytes Backends.
-        Ok(Some(hello)) => tcp::judged_splice(&shared, &routed, client, held, &hello).await,
+        // Boxed, like h2 below: an HTTP/1 connection's task holds no room for them.
+        Ok(Some(hello)) => {
+            Box::pin(tcp::judged_splice(&shared, &routed, client, held, &hello)).await
+        }
         Err(refused) => Err((None, tcp::opening_refusal(refused))),
     };
     if let Err((backend, refused)) = result {
@@ -162,9 +165,9 @@ async fn serve_http(shared: Arc<Shared>, routed: Routed, mut client: TcpStream, 
         let connection = http2::Builder::new(TokioExecutor::new())
             .timer(TokioTimer::new())
             .serve_connection(client, service);
-        until_done(&shared, &label, &activity, connection, |c| {
+        Box::pin(until_done(&shared, &label, &activity, connection, |c| {
             c.graceful_shutdown();
-        })
+        }))
         .await
     } else {
         let connection = http1::Builder::new()
