@@ -138,8 +138,9 @@ impl Pools {
             // buffer it was cut from, and hyper reads the next one into a new buffer:
             // a client that stops reading holds several. bench-load, 1,000 clients that
             // GET 1 GiB and never read, agent peak: 345 MiB at 64 KiB, 248 at 32, 190 at
-            // 16; TLS bulk through an HTTP Backend showed no difference at 32 (16: +3%
-            // proxy CPU per GiB). TLS yields 16 KiB records per read anyway.
+            // 16; TLS bulk through an HTTP Backend showed no cost at 32 (proxy CPU per
+            // GiB 0.91 s at 64, 0.78 at 32, 0.98 at 16: bench/README.md). TLS yields
+            // 16 KiB records per read anyway.
             .http1_max_buf_size(UPSTREAM_READ_BUFFER);
         // HTTP2 and H2C: h2 whatever ALPN says (prior knowledge in cleartext). HTTP with
         // TLS: h2 if the server picks it in ALPN (the dialer says so), else HTTP/1.1.
