@@ -109,7 +109,9 @@ pub async fn serve(shared: Arc<Shared>, routed: Routed, mut client: TcpStream) {
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 /// Whether the client speaks h2 with prior knowledge: its opening is the h2 preface.
-/// Reads on into `held` while what came so far is a strict prefix of it.
+/// Reads on into `held` while what came so far is a strict prefix of it, for at most
+/// the head timeout (a client that stops inside the preface is let go like one that
+/// stops inside a request head).
 ///
 /// Told here rather than by hyper-util's auto builder: that one reads the first 24 bytes
 /// apart and replays them, so hyper's first read of every HTTP/1 connection stops short
@@ -119,19 +121,24 @@ async fn speaks_h2<S: AsyncRead + Unpin>(
     client: &mut S,
     held: &mut Vec<u8>,
 ) -> std::io::Result<bool> {
-    loop {
-        let seen = held.len().min(H2_PREFACE.len());
-        if held[..seen] != H2_PREFACE[..seen] {
-            return Ok(false);
+    let judged = async {
+        loop {
+            let seen = held.len().min(H2_PREFACE.len());
+            if held[..seen] != H2_PREFACE[..seen] {
+                return Ok(false);
+            }
+            if seen == H2_PREFACE.len() {
+                return Ok(true);
+            }
+            held.reserve(H2_PREFACE.len());
+            if client.read_buf(held).await? == 0 {
+                return Ok(false);
+            }
         }
-        if seen == H2_PREFACE.len() {
-            return Ok(true);
-        }
-        held.reserve(H2_PREFACE.len());
-        if client.read_buf(held).await? == 0 {
-            return Ok(false);
-        }
-    }
+    };
+    tokio::time::timeout(HEAD_TIMEOUT, judged)
+        .await
+        .unwrap_or_else(|_| Err(std::io::ErrorKind::TimedOut.into()))
 }
 
 /// HTTP/1.x or h2 (prior knowledge, told by its preface) until the client closes, or
@@ -251,5 +258,15 @@ mod tests {
         assert_eq!(judge(b"PRX", b"more").await, (false, b"PRX".to_vec()));
         // A client that closes inside the preface is not h2.
         assert!(!judge(b"PRI * HT", b"").await.0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_client_that_stops_inside_the_preface_is_let_go_after_the_head_timeout() {
+        let (_client, mut agent) = tokio::io::duplex(64);
+        let mut held = b"PRI * HT".to_vec();
+        let started = tokio::time::Instant::now();
+        let error = speaks_h2(&mut agent, &mut held).await.unwrap_err();
+        assert_eq!(error.kind(), std::io::ErrorKind::TimedOut);
+        assert_eq!(started.elapsed(), HEAD_TIMEOUT);
     }
 }
