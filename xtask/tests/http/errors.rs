@@ -124,7 +124,7 @@ fn upstream_answer_that_is_not_http_is_answered_502() {
 }
 
 #[test]
-fn response_head_over_32_kib_is_answered_502_and_one_below_passes() {
+fn response_head_far_over_32_kib_is_answered_502_and_one_below_passes() {
     let t = HttpBed::new(
         &HttpBackend::api(PROBE_HTTP_PORT, "HTTP11", None).yaml(),
         &[],
@@ -136,10 +136,12 @@ fn response_head_over_32_kib_is_answered_502_and_one_below_passes() {
         &url(API_HOST, PROBE_HTTP_PORT, "/big-head?bytes=28000"),
     ])
     .assert_status(200);
-    // About 40 KB: over it. hyper refuses the head, nothing partial reaches the client.
+    // About 100 KB: refused whatever the reads. hyper checks the limit when a read
+    // leaves the head unfinished, and a read may fill the buffer's spare room past it,
+    // so a head between 32 and 64 KiB passes or not depending on how it arrives.
     t.curl(&[
         "--http1.1",
-        &url(API_HOST, PROBE_HTTP_PORT, "/big-head?bytes=40000"),
+        &url(API_HOST, PROBE_HTTP_PORT, "/big-head?bytes=100000"),
     ])
     .assert_status(502);
     assert_error_counted(&t, "upstream_error", 1.0);

@@ -77,8 +77,9 @@ impl Hash for PoolKey {
 }
 
 /// The most an upstream HTTP/1 connection buffers of what it read, and so the largest
-/// response head accepted (a larger one is answered 502, `upstream_error`; HAProxy's
-/// default buffer is 16 KiB, nginx's one page).
+/// response head accepted (a larger one is answered 502, `upstream_error`; hyper checks
+/// per read, so up to twice this may pass. HAProxy's default buffer is 16 KiB, nginx's
+/// one page).
 const UPSTREAM_READ_BUFFER: usize = 32 * 1024;
 
 pub struct Pools {
