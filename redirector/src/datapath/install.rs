@@ -10,7 +10,7 @@ use std::{
 
 use aya::programs::links::PinnedLink;
 
-use super::{DatapathError, LAYOUT_VERSION, MAPS, PROGRAMS, PinLayout};
+use super::{DatapathError, LAYOUT_VERSION, MAPS, PROGRAMS, PinLayout, pins::MIGRATE_REQ_MARKER};
 
 /// Refuses pins of another layout, and marks the pins with ours.
 pub(super) fn ensure_layout(layout: &PinLayout) -> Result<(), DatapathError> {
@@ -81,8 +81,6 @@ pub struct MigrateReqWas {
     pub netns: u64,
 }
 
-const MIGRATE_REQ_MARKER: &str = "tcp_migrate_req-was-";
-
 impl MigrateReqWas {
     fn marker(self, layout: &PinLayout) -> PathBuf {
         let Self { value, netns } = self;
@@ -123,18 +121,12 @@ pub fn record_migrate_req(layout: &PinLayout, was: MigrateReqWas) -> Result<bool
 /// The values of `net.ipv4.tcp_migrate_req` recorded by [`record_migrate_req`], with their
 /// markers (none if nothing is pinned).
 pub fn recorded_migrate_req(layout: &PinLayout) -> io::Result<Vec<(PathBuf, MigrateReqWas)>> {
-    let entries = match fs::read_dir(layout.root()) {
-        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-        entries => entries?,
-    };
-    let mut recorded = Vec::new();
-    for entry in entries {
-        let path = entry?.path();
-        if let Some(was) = MigrateReqWas::parse(&path) {
-            recorded.push((path, was));
-        }
-    }
-    Ok(recorded)
+    let markers = layout.migrate_req_markers()?;
+    let parsed = markers.into_iter().filter_map(|path| {
+        let was = MigrateReqWas::parse(&path)?;
+        Some((path, was))
+    });
+    Ok(parsed.collect())
 }
 
 fn io_error(what: String) -> impl FnOnce(io::Error) -> DatapathError {

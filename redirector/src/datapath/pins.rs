@@ -18,6 +18,9 @@ use std::{
 
 use super::DatapathError;
 
+/// Name prefix of the `tcp_migrate_req-was-<value>-netns-<inode>` markers.
+pub const MIGRATE_REQ_MARKER: &str = "tcp_migrate_req-was-";
+
 #[derive(Debug, Clone)]
 pub struct PinLayout {
     root: PathBuf,
@@ -66,6 +69,15 @@ impl PinLayout {
     /// Every layout marker present.
     pub fn layout_markers(&self) -> std::io::Result<Vec<PathBuf>> {
         self.markers("layout-")
+    }
+
+    /// Every marker of `net.ipv4.tcp_migrate_req`'s value before an agent set it (see
+    /// `record_migrate_req`); none if nothing is pinned.
+    pub fn migrate_req_markers(&self) -> std::io::Result<Vec<PathBuf>> {
+        match self.markers(MIGRATE_REQ_MARKER) {
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+            markers => markers,
+        }
     }
 
     fn markers(&self, prefix: &str) -> std::io::Result<Vec<PathBuf>> {

@@ -257,7 +257,7 @@ pub async fn connect_upstream(
         TcpSocket::new_v6()?
     };
     socket.set_nodelay(true)?;
-    // Urgent (MSG_OOB) bytes in line on every path, not only the spliced one.
+    // A TCP urgent (MSG_OOB) byte in line, as for clients (`tune_client`).
     socket2::SockRef::from(&socket).set_out_of_band_inline(true)?;
     // Listed before connect() runs; the hook checks the list during the syscall.
     let exemption = agent_sockets.exempt(socket.as_fd())?;

@@ -194,12 +194,6 @@ pub async fn relay_tcp(
     idle: Duration,
 ) -> (Transferred, io::Result<()>) {
     let counts = Counts::default();
-    // Also before the opening: the guard reads it with plain reads, which would skip an
-    // urgent byte.
-    let inline = pipe::urgent_inline(client_write.as_ref());
-    if let Err(error) = inline.and_then(|()| pipe::urgent_inline(upstream)) {
-        return (counts.get(), Err(error));
-    }
     let activity = Activity::new();
     let (upstream_read, mut upstream_write) = upstream.split();
     let to_upstream = async {

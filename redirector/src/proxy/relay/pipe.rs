@@ -154,12 +154,6 @@ fn splice(from: RawFd, to: RawFd, len: usize) -> io::Result<usize> {
 /// alpha, mips, sh, sparc and xtensa use another).
 const SIOCATMARK: libc::Ioctl = 0x8905;
 
-/// Delivers `socket`'s TCP urgent (MSG_OOB) byte in line, in order with the others: a
-/// transparent relay passes it on like any byte. Without this a read skips it.
-pub fn urgent_inline(socket: &TcpStream) -> io::Result<()> {
-    socket2::SockRef::from(socket).set_out_of_band_inline(true)
-}
-
 /// Whether the next byte `socket` would read is the TCP urgent mark.
 fn at_urgent_mark(socket: &TcpStream) -> io::Result<bool> {
     let mut at_mark: libc::c_int = 0;
@@ -175,7 +169,8 @@ fn at_urgent_mark(socket: &TcpStream) -> io::Result<bool> {
 /// Moves bytes from `from` to `to` until EOF, then shuts `to` down for writing. Counts
 /// what it moves in `moved` and touches `activity` on every read; `buffer_size` bounds a
 /// chunk that goes through a buffer for want of a pipe. `from` should deliver urgent
-/// data in line ([`urgent_inline`]), else a read at the mark skips the urgent byte.
+/// data in line (`SO_OOBINLINE`, set at accept and dial in `connection.rs`), else a read
+/// at the mark skips the urgent byte.
 pub async fn splice_until_eof(
     from: &TcpStream,
     to: &TcpStream,

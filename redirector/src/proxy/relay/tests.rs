@@ -111,6 +111,11 @@ async fn loopback_with(
         .await
         .unwrap();
     let (server, _) = back.accept().await.unwrap();
+    // As the proxy sets them at accept and dial (connection.rs).
+    for socket in [&client, &upstream] {
+        let inline = socket2::SockRef::from(socket).set_out_of_band_inline(true);
+        inline.unwrap();
+    }
     let relay = tokio::spawn(async move {
         let (read, write) = client.split();
         let mut guard = if held.is_empty() {
