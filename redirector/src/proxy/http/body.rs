@@ -22,11 +22,6 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 /// Every body the proxy answers with.
 pub type ProxyBody = UnsyncBoxBody<Bytes, BoxError>;
 
-/// An upstream's body, passed through as it streams.
-pub fn upstream(body: Incoming) -> ProxyBody {
-    body.map_err(BoxError::from).boxed_unsync()
-}
-
 /// A short body the proxy writes itself.
 pub fn text(text: String) -> ProxyBody {
     Full::new(Bytes::from(text))
@@ -49,9 +44,10 @@ pub struct LogFields {
     pub path: String,
 }
 
-/// Wraps `response`'s body so that its end (or the client going away) is recorded.
+/// Wraps the upstream `response`'s body, passed through as it streams, so that its end
+/// (or the client going away) is recorded.
 pub fn metered(
-    response: Response<ProxyBody>,
+    response: Response<Incoming>,
     completion: Completion,
     shared: Arc<Shared>,
 ) -> Response<ProxyBody> {
@@ -80,7 +76,7 @@ struct Record {
 }
 
 struct Metered {
-    inner: ProxyBody,
+    inner: Incoming,
     bytes: u64,
     record: Option<Record>,
 }
@@ -125,7 +121,9 @@ impl Body for Metered {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        let polled = Pin::new(&mut self.inner)
+            .poll_frame(cx)
+            .map_err(BoxError::from);
         match &polled {
             Poll::Ready(Some(Ok(frame))) => {
                 if let Some(data) = frame.data_ref() {

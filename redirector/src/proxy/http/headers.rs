@@ -7,8 +7,10 @@ use http::{
     header::{CONNECTION, TE, TRANSFER_ENCODING, UPGRADE},
 };
 
+const HOP_BY_HOP_COUNT: usize = 4;
+
 /// Hop-by-hop headers besides those the `Connection` header lists.
-const HOP_BY_HOP: [HeaderName; 4] = [
+const HOP_BY_HOP: [HeaderName; HOP_BY_HOP_COUNT] = [
     HeaderName::from_static("keep-alive"),
     HeaderName::from_static("proxy-connection"),
     TE,
@@ -24,24 +26,39 @@ pub fn is_upgrade<B>(req: &Request<B>) -> bool {
 /// Removes hop-by-hop headers. With `upgrade`, `Connection: upgrade` and `Upgrade` stay:
 /// the upgrade is passed on to the upstream connection made for it.
 pub fn strip_hop_by_hop(headers: &mut HeaderMap, upgrade: bool) {
-    // Names the Connection header lists (rare beyond keep-alive/close/upgrade).
+    // Runs twice per request. Most messages carry none of these names but `Connection:
+    // keep-alive`: one pass over the names says which are there, so absent ones cost no
+    // lookup and nothing is allocated.
+    let present = present_hop_by_hop(headers);
+    if present == 0 && !upgrade {
+        return;
+    }
+    // Names the Connection header lists (rare beyond keep-alive/close/upgrade;
+    // keep-alive is removed below anyway).
     let listed: Vec<HeaderName> = headers
         .get_all(CONNECTION)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
-        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
+        .map(str::trim)
+        .filter(|name| !name.eq_ignore_ascii_case("keep-alive"))
+        .filter_map(|name| HeaderName::from_bytes(name.as_bytes()).ok())
         .collect();
     // `TE: trailers` says the client accepts trailers, which h2 upstreams need to know
     // (gRPC); any other TE value is hop-by-hop.
     let trailers = headers
         .get(TE)
         .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"trailers"));
-    for name in listed.iter().chain(&HOP_BY_HOP) {
+    for name in &listed {
         if upgrade && name == UPGRADE {
             continue;
         }
         headers.remove(name);
+    }
+    for (bit, name) in HOP_BY_HOP.iter().enumerate() {
+        if present & (1 << bit) != 0 {
+            headers.remove(name);
+        }
     }
     if trailers {
         headers.insert(TE, HeaderValue::from_static("trailers"));
@@ -49,9 +66,30 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap, upgrade: bool) {
     if upgrade {
         headers.insert(CONNECTION, HeaderValue::from_static("upgrade"));
     } else {
-        headers.remove(CONNECTION);
-        headers.remove(UPGRADE);
+        for (bit, name) in [(CONNECTION_BIT, CONNECTION), (UPGRADE_BIT, UPGRADE)] {
+            if present & bit != 0 {
+                headers.remove(name);
+            }
+        }
     }
+}
+
+/// After the bits of [`HOP_BY_HOP`]'s entries.
+const CONNECTION_BIT: u8 = 1 << HOP_BY_HOP_COUNT;
+const UPGRADE_BIT: u8 = CONNECTION_BIT << 1;
+
+/// Which of [`HOP_BY_HOP`] (bit i for entry i), `Connection` and `Upgrade` are in
+/// `headers`.
+fn present_hop_by_hop(headers: &HeaderMap) -> u8 {
+    headers.keys().fold(0, |present, name| {
+        let bit = match HOP_BY_HOP.iter().position(|h| h == name) {
+            Some(i) => 1 << i,
+            None if name == CONNECTION => CONNECTION_BIT,
+            None if name == UPGRADE => UPGRADE_BIT,
+            None => 0,
+        };
+        present | bit
+    })
 }
 
 fn connection_lists(headers: &HeaderMap, token: &str) -> bool {
@@ -91,6 +129,34 @@ mod tests {
         let mut names: Vec<&str> = map.keys().map(|k| k.as_str()).collect();
         names.sort_unstable();
         assert_eq!(names, ["host", "last-event-id", "mcp-session-id"]);
+    }
+
+    #[test]
+    fn end_to_end_headers_alone_are_left_as_they_are() {
+        let mut map = headers(&[("content-length", "3"), ("x-a", "1"), ("x-a", "2")]);
+        let before = map.clone();
+        strip_hop_by_hop(&mut map, false);
+        assert_eq!(map, before);
+        let mut map = headers(&[("connection", "keep-alive"), ("date", "x")]);
+        strip_hop_by_hop(&mut map, false);
+        assert_eq!(map.keys().map(|k| k.as_str()).collect::<Vec<_>>(), ["date"]);
+    }
+
+    #[test]
+    fn names_listed_in_connection_go_in_any_case() {
+        let mut map = headers(&[
+            ("connection", "Keep-Alive, X-Hop , close"),
+            ("x-hop", "1"),
+            ("close", "2"),
+            ("upgrade", "h2c"),
+            ("proxy-connection", "keep-alive"),
+            ("x-end", "3"),
+        ]);
+        strip_hop_by_hop(&mut map, false);
+        assert_eq!(
+            map.keys().map(|k| k.as_str()).collect::<Vec<_>>(),
+            ["x-end"]
+        );
     }
 
     #[test]

@@ -5,11 +5,15 @@ use std::{
     time::Instant,
 };
 
-use http::{HeaderValue, Request, Response, Uri, Version, header::HOST};
+use http::{
+    HeaderValue, Request, Response, Uri, Version,
+    header::HOST,
+    uri::{Authority, PathAndQuery, Scheme},
+};
 use hyper::body::Incoming;
 
 use super::{
-    body::{self, Completion, LogFields, ProxyBody, metered},
+    body::{Completion, LogFields, ProxyBody, metered},
     error::{HttpError, ProxyError},
     headers,
     pool::Pooled,
@@ -27,17 +31,26 @@ use crate::{
 pub struct Context {
     pub shared: Arc<Shared>,
     pub routed: Routed,
-    /// Per candidate Backend (same order): its pool, looked up on its first request.
-    pools: Box<[OnceLock<Pooled>]>,
+    /// Per candidate Backend (same order), made on its first request.
+    targets: Box<[OnceLock<Target>]>,
+}
+
+/// What the requests to one candidate Backend share: its pool, and the authority the
+/// upstream sees, formed once per client connection rather than per request.
+struct Target {
+    pooled: Pooled,
+    /// `host[:port]` (Host on HTTP/1.1, `:authority` on h2), or the one that would not
+    /// parse.
+    authority: Result<Authority, String>,
 }
 
 impl Context {
     pub fn new(shared: Arc<Shared>, routed: Routed) -> Self {
-        let pools = routed.candidates.iter().map(|_| OnceLock::new()).collect();
+        let targets = routed.candidates.iter().map(|_| OnceLock::new()).collect();
         Self {
             shared,
             routed,
-            pools,
+            targets,
         }
     }
 
@@ -62,14 +75,21 @@ impl Context {
         };
         let shared = &self.shared;
         let upstream = &self.routed.upstream;
-        let pooled = self.pools[index]
-            .get_or_init(|| (shared.http.pools).get(shared, entry, tls.as_ref(), upstream));
+        let target = self.targets[index].get_or_init(|| {
+            let backend = &entry.backend;
+            let authority = canonical_authority(&backend.hostname, backend.port, tls.is_some());
+            Target {
+                pooled: (shared.http.pools).get(shared, entry, tls.as_ref(), upstream),
+                authority: Authority::from_maybe_shared(authority.clone()).map_err(|_| authority),
+            }
+        });
+        let pooled = &target.pooled;
         let log = shared.http.access_log.is_some().then(|| LogFields {
             method: req.method().clone(),
             authority: authority_of(&req).unwrap_or_default().to_owned(),
             path: req.uri().path().to_owned(),
         });
-        match self.forward(entry, tls.as_ref(), pooled, req).await {
+        match self.forward(entry, tls.as_ref(), target, req).await {
             Ok(response) => {
                 pooled.metrics.answered(response.status());
                 let completion = Completion {
@@ -117,28 +137,34 @@ impl Context {
         &self,
         entry: &Entry,
         tls: Option<&Arc<TlsOrigination>>,
-        pooled: &Pooled,
+        target: &Target,
         mut req: Request<Incoming>,
-    ) -> Result<Response<ProxyBody>, ProxyError> {
+    ) -> Result<Response<Incoming>, ProxyError> {
         let backend = &entry.backend;
-        let authority = canonical_authority(&backend.hostname, backend.port, tls.is_some());
+        let pooled = &target.pooled;
+        let authority = target.authority.as_ref().map_err(|a| bad_authority(a))?;
         let upgrade = headers::is_upgrade(&req);
         headers::strip_hop_by_hop(req.headers_mut(), upgrade);
         // The URI carries the authority: hyper writes it as Host on HTTP/1.1 and as
         // `:authority` on h2 (where a Host header too would be a duplicate).
         req.headers_mut().remove(HOST);
-        let path = req.uri().path_and_query().map_or("/", |p| p.as_str());
-        *req.uri_mut() = Uri::builder()
-            .scheme(if tls.is_some() { "https" } else { "http" })
-            .authority(authority.as_str())
-            .path_and_query(path)
-            .build()
-            .map_err(|_| bad_authority(&authority))?;
+        let mut uri = std::mem::take(req.uri_mut()).into_parts();
+        uri.scheme = Some(if tls.is_some() {
+            Scheme::HTTPS
+        } else {
+            Scheme::HTTP
+        });
+        uri.authority = Some(authority.clone());
+        if uri.path_and_query.is_none() {
+            uri.path_and_query = Some(PathAndQuery::from_static("/"));
+        }
+        *req.uri_mut() = Uri::from_parts(uri).map_err(|_| bad_authority(authority.as_str()))?;
         *req.version_mut() = Version::HTTP_11;
         let original = self.routed.original;
         let shared = &self.shared;
         if upgrade {
-            let host = HeaderValue::from_str(&authority).map_err(|_| bad_authority(&authority))?;
+            let host = HeaderValue::from_str(authority.as_str())
+                .map_err(|_| bad_authority(authority.as_str()))?;
             req.headers_mut().insert(HOST, host);
             let metrics = pooled.metrics.clone();
             return upgrade::forward(shared, metrics, tls, &self.routed.upstream, original, req)
@@ -162,7 +188,7 @@ impl Context {
             pooled.metrics.used(connection.reused());
         }
         headers::strip_hop_by_hop(response.headers_mut(), false);
-        Ok(response.map(body::upstream))
+        Ok(response)
     }
 
     /// The proxy's own answer, counted and logged.

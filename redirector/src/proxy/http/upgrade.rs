@@ -8,7 +8,6 @@ use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 
 use super::{
-    body::{ProxyBody, upstream as upstream_body},
     error::{HttpError, ProxyError},
     headers,
     metrics::BackendHttp,
@@ -23,7 +22,7 @@ pub async fn forward(
     to: &Arc<[SocketAddr]>,
     original: SocketAddr,
     mut req: Request<Incoming>,
-) -> Result<Response<ProxyBody>, ProxyError> {
+) -> Result<Response<Incoming>, ProxyError> {
     let stream = Dialer::new(shared, metrics, tls, to.clone())
         .dial(tls.map(|tls| tls.http1_config.clone()))
         .await
@@ -55,7 +54,7 @@ pub async fn forward(
         .map_err(|error| ProxyError::from_client(&error, original))?;
     if response.status() != StatusCode::SWITCHING_PROTOCOLS {
         headers::strip_hop_by_hop(response.headers_mut(), false);
-        return Ok(response.map(upstream_body));
+        return Ok(response);
     }
     let upstream_side = hyper::upgrade::on(&mut response);
     let limits = shared.limits;
@@ -79,5 +78,5 @@ pub async fn forward(
             tracing::debug!(%error, "upgraded connection ended with an error");
         }
     });
-    Ok(response.map(upstream_body))
+    Ok(response)
 }
