@@ -2,8 +2,8 @@
 //! throw-away namespaces, for both kinds of Backend.
 //!
 //! ```text
-//!  pod (cgroup, wrk)              node                                       ext
-//!  10.200.1.2   --> 10.200.1.1 [HAProxy :18080 tcp, :18081 http | agent :15001] --> 10.200.2.2 nginx :443 (TLS)
+//!  pod (cgroup, wrk)              node                                                    ext
+//!  10.200.1.2   --> 10.200.1.1 [HAProxy :18080 tcp, :18081 http, :18082 plain | agent :15001] --> 10.200.2.2 nginx :443 (TLS), :80
 //! ```
 //!
 //! The client always dials `api.redirector.test:443`: with TLS itself (direct), or in
@@ -15,8 +15,9 @@
 //! case so a drift of the machine hits every case alike, and every number is a median. A
 //! case that fails is reported failed and the others still run.
 //!
-//! Plaintext HTTP to port 80 is measured too: straight to nginx, and through a Backend
-//! with no `tls` (bytes forwarded unchanged). After the repetitions the same run measures
+//! Plaintext HTTP to port 80 is measured too: straight to nginx, through HAProxy `mode
+//! tcp` with splice (DNAT of port 80), and through a Backend with no `tls` (bytes
+//! forwarded unchanged). After the repetitions the same run measures
 //! the ceilings (iperf3 over the same path, `openssl speed` and the agent's rustls
 //! provider on one core), and every run appends an entry to bench/history.md.
 
@@ -57,9 +58,9 @@ pub struct BenchArgs {
     #[arg(long)]
     quick: bool,
     /// Only these cases, comma-separated: direct, haproxy-tcp, redirector-tcp,
-    /// haproxy-http, redirector-http, direct-plain, redirector-plain, or the groups tcp
-    /// and http (each with direct, the bulk reference), plain, haproxy, redirector, all
-    /// (default all).
+    /// haproxy-http, redirector-http, direct-plain, haproxy-plain, redirector-plain, or
+    /// the groups tcp and http (each with direct, the bulk reference), plain, haproxy,
+    /// redirector, all (default all).
     #[arg(long, value_name = "LIST")]
     cases: Option<String>,
     /// Only these workloads, comma-separated: keepalive, close, bulk, all (default all).
@@ -88,7 +89,9 @@ pub struct BenchArgs {
 const HAPROXY_TCP_PORT: u16 = 18080;
 /// Where HAProxy `mode http` listens (node, pod-facing address).
 const HAPROXY_HTTP_PORT: u16 = 18081;
-/// The service's port, dialed by every case.
+/// Where HAProxy's plaintext `mode tcp` (splice) listens (node, pod-facing address).
+const HAPROXY_PLAIN_PORT: u16 = 18082;
+/// The service's TLS port, dialed by every case but the plaintext ones (port 80).
 const SERVICE_PORT: u16 = 443;
 
 pub fn bench(args: &BenchArgs) -> Result<ExitCode> {

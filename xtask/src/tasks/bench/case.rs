@@ -1,11 +1,12 @@
-//! One repetition of one case: switching it on (DNAT to HAProxy's port for its mode, or
-//! an agent with the case's Backend), running its workloads and switching it off again.
+//! One repetition of one case: switching it on (DNAT to the port of its HAProxy
+//! frontend, or an agent with the case's Backend), running its workloads and switching it
+//! off again.
 
-use std::{path::PathBuf, process::Command};
+use std::{net::SocketAddr, path::PathBuf, process::Command};
 
 use anyhow::{Context as _, Result, bail};
 use xtask::netlab::{
-    Bpffs, Topology,
+    Bpffs, EXT_V4, Topology,
     agent::{self, Agent, AgentConfig},
 };
 
@@ -51,14 +52,17 @@ impl Bed<'_> {
                 self.workloads(plan, rep, case, None, results, || None);
                 Ok(())
             }
-            Case::HaproxyTcp | Case::HaproxyHttp => {
+            Case::HaproxyTcp | Case::HaproxyHttp | Case::HaproxyPlain => {
                 self.ensure_detached()?;
-                let (Some(haproxy), Some(dnat), Some(layer)) =
-                    (self.haproxy, self.dnat, case.layer())
-                else {
+                let (Some(haproxy), Some(dnat)) = (self.haproxy, self.dnat) else {
                     bail!("HAProxy is not running");
                 };
-                dnat.enable(haproxy.addr(layer))?;
+                let Some(frontend) = haproxy.addr(case) else {
+                    bail!("HAProxy has no frontend for {}", case.label());
+                };
+                // Only the port this case's client dials: 443, or 80 for plaintext.
+                let service = SocketAddr::new(EXT_V4.into(), case.port());
+                dnat.enable(service, frontend)?;
                 self.workloads(plan, rep, case, Some(haproxy.pid()), results, || None);
                 dnat.disable()
             }

@@ -4,8 +4,8 @@
 use std::path::Path;
 
 use super::{
-    HAPROXY_HTTP_PORT, HAPROXY_TCP_PORT, Plan, ceilings,
-    report::{self, Case, PLAIN_PORT},
+    HAPROXY_HTTP_PORT, HAPROXY_PLAIN_PORT, HAPROXY_TCP_PORT, Plan, ceilings,
+    report::{self, PLAIN_PORT},
     servers::{HOSTNAME, Haproxy, Nginx},
     tools::{self, Tools},
 };
@@ -39,9 +39,12 @@ pub(super) fn describe(plan: &Plan, nginx: &Nginx, haproxy: Option<&Haproxy>) ->
         format!(
             "HAProxy: one process, `nbthread 1`; mode tcp on 10.200.1.1:{HAPROXY_TCP_PORT} with \
              {server} alpn http/1.1`; mode http on 10.200.1.1:{HAPROXY_HTTP_PORT} with `http-reuse \
-             always` and {server} alpn h2,http/1.1`; the pod's connects to 10.200.2.2:443 reach the \
-             port of the case by a DNAT rule ({nat}, pod netns, OUTPUT) that exists only during the \
-             HAProxy runs; config: bench/haproxy.cfg.tmpl"
+             always` and {server} alpn h2,http/1.1`; plaintext mode tcp on \
+             10.200.1.1:{HAPROXY_PLAIN_PORT} with `option splice-request`, `option splice-response` \
+             and `server 10.200.2.2:{PLAIN_PORT}` (no TLS); the pod's connects to 10.200.2.2:443 \
+             (10.200.2.2:{PLAIN_PORT} for plaintext) reach the port of the case by a DNAT rule \
+             ({nat}, pod netns, OUTPUT) that exists only during that case's runs; config: \
+             bench/haproxy.cfg.tmpl"
         ),
         "redirector: `redirector run --worker-threads 1` (release build; one thread, as HAProxy) in the node, Backend `bench/api` for \
          api.redirector.test:443, `tls.mode: ServerOnly` verified against the CA ConfigMap \
@@ -64,10 +67,7 @@ pub(super) fn describe(plan: &Plan, nginx: &Nginx, haproxy: Option<&Haproxy>) ->
          Kubernetes node); pod and node: ip_local_port_range 1024-65535, tcp_tw_reuse=1"
             .to_owned(),
     ];
-    let wants_haproxy = plan
-        .cases
-        .iter()
-        .any(|c| matches!(c, Case::HaproxyTcp | Case::HaproxyHttp));
+    let wants_haproxy = plan.cases.iter().any(|c| c.is_haproxy());
     if wants_haproxy && haproxy.is_none() {
         lines.push("HAProxy did not start (see its rows)".to_owned());
     }

@@ -19,7 +19,7 @@ mod runs;
 mod summary;
 mod targets;
 
-pub use cases::{Case, Layer, PLAIN_PORT};
+pub use cases::{Case, PLAIN_PORT};
 pub use ceilings::{Ceilings, CopyCeiling, OpensslSpeed, TlsSpeed};
 pub use format::one_line;
 pub use history::{HistoryHead, entry as history_entry};
@@ -252,18 +252,15 @@ mod tests {
 
     #[test]
     fn plaintext_cases_ceilings_and_history() {
-        let cases = [Case::DirectPlain, Case::RedirectorPlain];
+        let cases = [Case::DirectPlain, Case::HaproxyPlain, Case::RedirectorPlain];
         let mut results = Results::new(&cases, &[Workload::Bulk]);
-        results.record(
-            Case::DirectPlain,
-            Workload::Bulk,
-            Ok(sample(1, 2000.0, 900.0, None)),
-        );
-        results.record(
-            Case::RedirectorPlain,
-            Workload::Bulk,
-            Ok(sample(1, 1900.0, 1000.0, Some(1.0))),
-        );
+        for (case, rps, cpu) in [
+            (Case::DirectPlain, 2000.0, None),
+            (Case::HaproxyPlain, 1600.0, Some(2.0)),
+            (Case::RedirectorPlain, 1900.0, Some(1.0)),
+        ] {
+            results.record(case, Workload::Bulk, Ok(sample(1, rps, 1000.0, cpu)));
+        }
         let ceilings = Ceilings {
             copy: Ok(CopyCeiling {
                 seconds: 3,
@@ -297,6 +294,24 @@ mod tests {
             "{md}"
         );
         assert!(
+            md.contains(
+                "| HAProxy plaintext / direct plaintext, bulk 1 MiB MiB/s (reference, not a target) | 0.800 | no target | — |"
+            ),
+            "{md}"
+        );
+        assert!(
+            md.contains(
+                "| redirector plaintext / HAProxy plaintext, bulk MiB/s | 1.187 | no target | — |"
+            ),
+            "{md}"
+        );
+        // CPU per GiB: 1 s for 1.9 MB against 2 s for 1.6 MB.
+        assert!(
+            md.contains("| redirector plaintext / HAProxy plaintext, CPU per GiB (bulk) | 0.421 | lower is better (no target) | — |"),
+            "{md}"
+        );
+        assert!(!md.contains("HAProxy plaintext, req/s"), "{md}");
+        assert!(
             md.contains("| copy: TCP, 1 stream, ext → node → pod, 3 s | 4.0 MiB/s |"),
             "{md}"
         );
@@ -311,7 +326,7 @@ mod tests {
             "{md}"
         );
         assert!(
-            md.contains("direct plaintext 50%, redirector plaintext 48%"),
+            md.contains("direct plaintext 50%, HAProxy plaintext 40%, redirector plaintext 48%"),
             "{md}"
         );
         let head = HistoryHead {
@@ -330,6 +345,14 @@ mod tests {
         assert!(entry.contains("- crypto provider: ring\n"), "{entry}");
         assert!(
             entry.contains("| redirector-plain | — | — | — | — | 1.9 | 1.00 ms |"),
+            "{entry}"
+        );
+        assert!(
+            entry.contains("| haproxy-plain | — | — | — | — | 1.6 | 1.00 ms |"),
+            "{entry}"
+        );
+        assert!(
+            entry.contains("| HAProxy plaintext / direct plaintext, bulk 1 MiB MiB/s (reference, not a target) | 0.800 | no target | — |"),
             "{entry}"
         );
         assert!(

@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use xtask::netlab::{ChildGuard, Netns, Stream};
 
 pub use dnat::Dnat;
-pub use haproxy::{Haproxy, Listen};
+pub use haproxy::{Haproxy, Listen, Upstream};
 pub use iperf3::Iperf3Server;
 pub use nginx::Nginx;
 pub use pki::{BackendSpec, Pki, write_backend_dir};

@@ -11,12 +11,12 @@ use anyhow::{Context as _, Result};
 use xtask::netlab::{Bpffs, EXT_V4, NODE_POD_V4, Topology, agent};
 
 use super::{
-    HAPROXY_HTTP_PORT, HAPROXY_TCP_PORT, Plan, SERVICE_PORT,
+    HAPROXY_HTTP_PORT, HAPROXY_PLAIN_PORT, HAPROXY_TCP_PORT, Plan, SERVICE_PORT,
     case::{BackendDir, Bed, backend_spec},
     ceilings,
     context::describe,
     report::{self, Case, Ceilings, PLAIN_PORT, Results},
-    servers::{self, Dnat, HOSTNAME, Haproxy, Listen, Nginx, Pki},
+    servers::{self, Dnat, HOSTNAME, Haproxy, Listen, Nginx, Pki, Upstream},
 };
 
 /// Builds the test bed, runs every repetition, measures the ceilings, tears everything
@@ -36,7 +36,7 @@ pub(super) fn run(
         .cases
         .iter()
         .copied()
-        .filter(|c| matches!(c, Case::HaproxyTcp | Case::HaproxyHttp))
+        .filter(|c| c.is_haproxy())
         .collect();
     // Declaration order is the reverse of drop order: the temp dir outlives the
     // namespaces, which outlive the servers, the bpffs and the agent.
@@ -65,6 +65,7 @@ pub(super) fn run(
     let listen = Listen {
         tcp: SocketAddr::new(NODE_POD_V4.into(), HAPROXY_TCP_PORT),
         http: SocketAddr::new(NODE_POD_V4.into(), HAPROXY_HTTP_PORT),
+        plain: SocketAddr::new(NODE_POD_V4.into(), HAPROXY_PLAIN_PORT),
     };
 
     println!("bench: starting nginx in the ext namespace ({service} TLS, {plain} plaintext)");
@@ -75,8 +76,8 @@ pub(super) fn run(
         (None, None)
     } else {
         println!(
-            "bench: starting HAProxy in the node namespace (mode tcp {}, mode http {})",
-            listen.tcp, listen.http
+            "bench: starting HAProxy in the node namespace (mode tcp {}, mode http {}, plaintext mode tcp {})",
+            listen.tcp, listen.http, listen.plain
         );
         let give_up = |results: &mut Results, reason: String| {
             for &case in &haproxy_cases {
@@ -88,11 +89,14 @@ pub(super) fn run(
             &topology.node,
             dir.path(),
             listen,
-            service,
+            Upstream {
+                tls: service,
+                plain,
+            },
         )
         .map_err(|e| give_up(&mut results, format!("{e:#}")))
         .ok();
-        let dnat = Dnat::install(&plan.tools.nat, &topology.pod, service)
+        let dnat = Dnat::install(&plan.tools.nat, &topology.pod)
             .map_err(|e| give_up(&mut results, format!("cannot set up the DNAT: {e:#}")))
             .ok();
         (haproxy, dnat)

@@ -1,4 +1,4 @@
-//! The seven ways from the pod to the service, and the `--cases` names that select them.
+//! The eight ways from the pod to the service, and the `--cases` names that select them.
 //!
 //! Two kinds of TLS Backend are measured, each against the HAProxy mode that does the
 //! same work: a TCP Backend (bytes spliced, one upstream TLS connection per client
@@ -6,9 +6,12 @@
 //! connections pooled and reused across client connections) against HAProxy `mode http`
 //! with `http-reuse always`. Direct TLS is the floor both are held to for bulk
 //! throughput. A plaintext Backend (no `tls`, bytes forwarded unchanged, port 80) is held
-//! to plaintext HTTP straight to nginx.
+//! to plaintext HTTP straight to nginx, with HAProxy `mode tcp` in plaintext (splice) as
+//! the reference proxy on the same path.
 
 use anyhow::{Result, bail};
+
+use crate::tasks::bench::SERVICE_PORT;
 
 /// What a proxy forwards.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,13 +48,16 @@ pub enum Case {
     RedirectorHttp,
     /// Plaintext HTTP straight to nginx's port 80: the floor of the plaintext Backend.
     DirectPlain,
+    /// Plaintext HTTP to port 80, sent by DNAT to HAProxy `mode tcp` (splice), which
+    /// forwards it to nginx's port 80 unchanged: the reference proxy of the plaintext path.
+    HaproxyPlain,
     /// Plaintext HTTP to port 80, redirected to the agent's proxy, for a Backend with no
     /// `tls` and `protocol: TCP`: bytes forwarded unchanged.
     RedirectorPlain,
 }
 
 /// How many cases there are (the size of the per-case tables).
-pub const CASES: usize = 7;
+pub const CASES: usize = 8;
 
 /// The port the plaintext cases dial (nginx listens on it without TLS).
 pub const PLAIN_PORT: u16 = 80;
@@ -65,6 +71,7 @@ impl Case {
         Case::HaproxyHttp,
         Case::RedirectorHttp,
         Case::DirectPlain,
+        Case::HaproxyPlain,
         Case::RedirectorPlain,
     ];
 
@@ -76,6 +83,7 @@ impl Case {
             Case::HaproxyHttp => "HAProxy mode http (nbthread 1)",
             Case::RedirectorHttp => "redirector, protocol HTTP",
             Case::DirectPlain => "direct plaintext (wrk → nginx :80)",
+            Case::HaproxyPlain => "HAProxy mode tcp, plaintext (nbthread 1, splice)",
             Case::RedirectorPlain => "redirector, plaintext Backend",
         }
     }
@@ -89,6 +97,7 @@ impl Case {
             Case::HaproxyHttp => "haproxy-http",
             Case::RedirectorHttp => "redirector-http",
             Case::DirectPlain => "direct-plain",
+            Case::HaproxyPlain => "haproxy-plain",
             Case::RedirectorPlain => "redirector-plain",
         }
     }
@@ -99,17 +108,19 @@ impl Case {
     pub fn base_url(self) -> &'static str {
         match self {
             Case::Direct => "https://api.redirector.test",
-            Case::DirectPlain | Case::RedirectorPlain => "http://api.redirector.test:80",
+            Case::DirectPlain | Case::HaproxyPlain | Case::RedirectorPlain => {
+                "http://api.redirector.test:80"
+            }
             _ => "http://api.redirector.test:443",
         }
     }
 
-    /// What the case's proxy forwards (none for the direct cases).
-    pub fn layer(self) -> Option<Layer> {
+    /// The service port the client dials: the TLS port, or [`PLAIN_PORT`] for the
+    /// plaintext cases (the port a HAProxy case's DNAT matches).
+    pub fn port(self) -> u16 {
         match self {
-            Case::Direct | Case::DirectPlain => None,
-            Case::HaproxyTcp | Case::RedirectorTcp | Case::RedirectorPlain => Some(Layer::Tcp),
-            Case::HaproxyHttp | Case::RedirectorHttp => Some(Layer::Http),
+            Case::DirectPlain | Case::HaproxyPlain | Case::RedirectorPlain => PLAIN_PORT,
+            _ => SERVICE_PORT,
         }
     }
 
@@ -127,6 +138,14 @@ impl Case {
         )
     }
 
+    /// The cases measured through HAProxy (reached by the DNAT).
+    pub fn is_haproxy(self) -> bool {
+        matches!(
+            self,
+            Case::HaproxyTcp | Case::HaproxyHttp | Case::HaproxyPlain
+        )
+    }
+
     /// The cases with no proxy in the way.
     pub fn is_direct(self) -> bool {
         matches!(self, Case::Direct | Case::DirectPlain)
@@ -138,7 +157,7 @@ impl Case {
 
     /// Parses `--cases`: comma-separated case names or groups, returned in run order.
     /// `tcp` and `http` include direct TLS, the bulk reference of both; `plain` is direct
-    /// plaintext and the plaintext Backend.
+    /// plaintext, HAProxy in plaintext and the plaintext Backend.
     pub fn select(text: &str) -> Result<Vec<Case>> {
         let mut chosen = Vec::new();
         for word in text.split(',').map(str::trim).filter(|w| !w.is_empty()) {
@@ -146,8 +165,8 @@ impl Case {
                 "all" => Case::ALL.to_vec(),
                 "tcp" => vec![Case::Direct, Case::HaproxyTcp, Case::RedirectorTcp],
                 "http" => vec![Case::Direct, Case::HaproxyHttp, Case::RedirectorHttp],
-                "plain" => vec![Case::DirectPlain, Case::RedirectorPlain],
-                "haproxy" => vec![Case::HaproxyTcp, Case::HaproxyHttp],
+                "plain" => vec![Case::DirectPlain, Case::HaproxyPlain, Case::RedirectorPlain],
+                "haproxy" => vec![Case::HaproxyTcp, Case::HaproxyHttp, Case::HaproxyPlain],
                 "redirector" => vec![
                     Case::RedirectorTcp,
                     Case::RedirectorHttp,
@@ -199,8 +218,19 @@ mod tests {
         );
         assert_eq!(
             Case::select("plain").unwrap(),
-            [Case::DirectPlain, Case::RedirectorPlain]
+            [Case::DirectPlain, Case::HaproxyPlain, Case::RedirectorPlain]
         );
+        assert_eq!(
+            Case::select("haproxy").unwrap(),
+            [Case::HaproxyTcp, Case::HaproxyHttp, Case::HaproxyPlain]
+        );
+        assert_eq!(Case::select("haproxy-plain").unwrap(), [Case::HaproxyPlain]);
+        for case in Case::ALL {
+            assert_eq!(
+                case.base_url().ends_with(&format!(":{}", case.port())),
+                case != Case::Direct
+            );
+        }
         assert!(Case::select("nginx").is_err());
         assert!(Case::select(",").is_err());
         for (i, case) in Case::ALL.iter().enumerate() {

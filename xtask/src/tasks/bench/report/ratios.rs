@@ -1,6 +1,7 @@
 //! The report's ratios: each redirector Backend kind against the HAProxy mode doing the
 //! same work, and against direct TLS for bulk, with their targets; the plaintext Backend
-//! against plaintext straight to nginx.
+//! against plaintext straight to nginx, and (no target) against HAProxy `mode tcp` in
+//! plaintext, the reference proxy on the same path.
 //!
 //! The HTTP targets are stricter than the TCP ones on purpose: an HTTP proxy that pools
 //! upstream connections skips the upstream TLS handshake of every new client connection
@@ -183,22 +184,35 @@ fn rows(layer: Layer) -> Vec<Row> {
     ]
 }
 
-/// The plaintext Backend against plaintext straight to nginx.
+/// The plaintext Backend against plaintext straight to nginx, then against HAProxy
+/// `mode tcp` in plaintext (for information: what a proxy costs on this path).
 fn plain_rows() -> Vec<Row> {
     use Workload::{Bulk, Close, Keepalive};
-    let row = |what: &str, workload, metric, target| Row {
-        name: format!("redirector plaintext / direct plaintext, {what}"),
+    let row = |what: &str, base, workload, metric, target| Row {
+        name: format!(
+            "redirector plaintext / {}, {what}",
+            if base == Case::DirectPlain {
+                "direct plaintext"
+            } else {
+                "HAProxy plaintext"
+            }
+        ),
         ours: Case::RedirectorPlain,
-        base: Case::DirectPlain,
+        base,
         workload,
         metric,
         target,
     };
+    let (direct, haproxy) = (Case::DirectPlain, Case::HaproxyPlain);
     vec![
-        row("req/s (keepalive)", Keepalive, rps, Target::Info),
-        row("p99 (keepalive)", Keepalive, p99, Target::Info),
-        row("conn/s", Close, rps, Target::Info),
-        row("bulk MiB/s", Bulk, mib, Target::AtLeast(0.9)),
+        row("req/s (keepalive)", direct, Keepalive, rps, Target::Info),
+        row("p99 (keepalive)", direct, Keepalive, p99, Target::Info),
+        row("conn/s", direct, Close, rps, Target::Info),
+        row("bulk MiB/s", direct, Bulk, mib, Target::AtLeast(0.9)),
+        row("req/s (keepalive)", haproxy, Keepalive, rps, Target::Info),
+        row("p99 (keepalive)", haproxy, Keepalive, p99, Target::Info),
+        row("bulk MiB/s", haproxy, Bulk, mib, Target::Info),
+        row("CPU per GiB (bulk)", haproxy, Bulk, cpu_gib, Target::None),
     ]
 }
 

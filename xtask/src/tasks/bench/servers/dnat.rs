@@ -1,5 +1,5 @@
 //! The DNAT rule (iptables or nft, in the pod namespace) that sends the HAProxy cases'
-//! connects to HAProxy.
+//! connects to HAProxy: the service's TLS port for the TLS cases, port 80 for plaintext.
 
 use crate::tasks::bench::tools::NatTool;
 use anyhow::{Context, Result, bail};
@@ -7,15 +7,14 @@ use std::net::SocketAddr;
 use std::process::Command;
 use xtask::netlab::Netns;
 
-/// The DNAT that sends the pod's connects to `from` to HAProxy, switched on only for the
-/// HAProxy cases, each with the port of its mode.
+/// The DNAT that sends the pod's connects to the service to HAProxy, switched on only for
+/// the HAProxy cases, each from the port its client dials to the port of its frontend.
 ///
 /// The nat hook is installed once for the whole run (a jump to an empty chain), so
 /// connection tracking is on in the pod namespace for every case, as on any Kubernetes
 /// node; switching the case on and off only adds and flushes the one rule.
 pub struct Dnat {
     tool: NatTool,
-    from: SocketAddr,
     netns: String,
 }
 
@@ -23,10 +22,9 @@ const CHAIN: &str = "RDBENCH";
 const NFT_TABLE: &str = "rdbench";
 
 impl Dnat {
-    pub fn install(tool: &NatTool, ns: &Netns, from: SocketAddr) -> Result<Dnat> {
+    pub fn install(tool: &NatTool, ns: &Netns) -> Result<Dnat> {
         let dnat = Dnat {
             tool: tool.clone(),
-            from,
             netns: ns.name().to_owned(),
         };
         match &dnat.tool {
@@ -45,9 +43,10 @@ impl Dnat {
         Ok(dnat)
     }
 
-    /// Sends the pod's connects to `from` to `to` until [`Dnat::disable`].
-    pub fn enable(&self, to: SocketAddr) -> Result<()> {
-        let (from_ip, from_port) = (self.from.ip().to_string(), self.from.port().to_string());
+    /// Sends the pod's TCP connects to `from` (address and port) to `to` until
+    /// [`Dnat::disable`].
+    pub fn enable(&self, from: SocketAddr, to: SocketAddr) -> Result<()> {
+        let (from_ip, from_port) = (from.ip().to_string(), from.port().to_string());
         let to = to.to_string();
         match &self.tool {
             NatTool::Iptables(_) => self.run(&[
