@@ -167,8 +167,13 @@ impl Context {
                 .map_err(|_| bad_authority(authority.as_str()))?;
             req.headers_mut().insert(HOST, host);
             let metrics = pooled.metrics.clone();
-            return upgrade::forward(shared, metrics, tls, &self.routed.upstream, original, req)
-                .await;
+            // Boxed: the upgrade's future (dial, handshake, 2 KiB) would otherwise size
+            // every request's future, which is allocated and moved per request.
+            let upstream = &self.routed.upstream;
+            return Box::pin(upgrade::forward(
+                shared, metrics, tls, upstream, original, req,
+            ))
+            .await;
         }
         let sending = pooled.client.request(req);
         let response = if backend.protocol == Protocol::Mcp {
