@@ -7,10 +7,8 @@ use http::{
     header::{CONNECTION, TE, TRANSFER_ENCODING, UPGRADE},
 };
 
-const HOP_BY_HOP_COUNT: usize = 4;
-
 /// Hop-by-hop headers besides those the `Connection` header lists.
-const HOP_BY_HOP: [HeaderName; HOP_BY_HOP_COUNT] = [
+const HOP_BY_HOP: [HeaderName; 4] = [
     HeaderName::from_static("keep-alive"),
     HeaderName::from_static("proxy-connection"),
     TE,
@@ -26,15 +24,13 @@ pub fn is_upgrade<B>(req: &Request<B>) -> bool {
 /// Removes hop-by-hop headers. With `upgrade`, `Connection: upgrade` and `Upgrade` stay:
 /// the upgrade is passed on to the upstream connection made for it.
 pub fn strip_hop_by_hop(headers: &mut HeaderMap, upgrade: bool) {
-    // Runs twice per request. Most messages carry none of these names but `Connection:
-    // keep-alive`: one pass over the names says which are there, so absent ones cost no
-    // lookup and nothing is allocated.
-    let present = present_hop_by_hop(headers);
-    if present == 0 && !upgrade {
+    // Runs twice per request, and most messages carry none of these names: one pass
+    // over the names spares the lookups below.
+    if !upgrade && !headers.keys().any(is_hop_by_hop) {
         return;
     }
     // Names the Connection header lists (rare beyond keep-alive/close/upgrade;
-    // keep-alive is removed below anyway).
+    // keep-alive, the common one, goes with `HOP_BY_HOP` and allocates nothing here).
     let listed: Vec<HeaderName> = headers
         .get_all(CONNECTION)
         .iter()
@@ -49,16 +45,11 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap, upgrade: bool) {
     let trailers = headers
         .get(TE)
         .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"trailers"));
-    for name in &listed {
+    for name in listed.iter().chain(&HOP_BY_HOP) {
         if upgrade && name == UPGRADE {
             continue;
         }
         headers.remove(name);
-    }
-    for (bit, name) in HOP_BY_HOP.iter().enumerate() {
-        if present & (1 << bit) != 0 {
-            headers.remove(name);
-        }
     }
     if trailers {
         headers.insert(TE, HeaderValue::from_static("trailers"));
@@ -66,30 +57,13 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap, upgrade: bool) {
     if upgrade {
         headers.insert(CONNECTION, HeaderValue::from_static("upgrade"));
     } else {
-        for (bit, name) in [(CONNECTION_BIT, CONNECTION), (UPGRADE_BIT, UPGRADE)] {
-            if present & bit != 0 {
-                headers.remove(name);
-            }
-        }
+        headers.remove(CONNECTION);
+        headers.remove(UPGRADE);
     }
 }
 
-/// After the bits of [`HOP_BY_HOP`]'s entries.
-const CONNECTION_BIT: u8 = 1 << HOP_BY_HOP_COUNT;
-const UPGRADE_BIT: u8 = CONNECTION_BIT << 1;
-
-/// Which of [`HOP_BY_HOP`] (bit i for entry i), `Connection` and `Upgrade` are in
-/// `headers`.
-fn present_hop_by_hop(headers: &HeaderMap) -> u8 {
-    headers.keys().fold(0, |present, name| {
-        let bit = match HOP_BY_HOP.iter().position(|h| h == name) {
-            Some(i) => 1 << i,
-            None if name == CONNECTION => CONNECTION_BIT,
-            None if name == UPGRADE => UPGRADE_BIT,
-            None => 0,
-        };
-        present | bit
-    })
+fn is_hop_by_hop(name: &HeaderName) -> bool {
+    name == CONNECTION || name == UPGRADE || HOP_BY_HOP.contains(name)
 }
 
 fn connection_lists(headers: &HeaderMap, token: &str) -> bool {
