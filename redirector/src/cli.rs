@@ -5,6 +5,8 @@ use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::proxy::KernelTlsMode;
+
 /// Transparent egress redirector: sends connects to declared external services
 /// (Gateway API XBackend objects) through a local proxy that enforces the Backend's TLS.
 #[derive(Debug, Parser)]
@@ -142,6 +144,15 @@ pub struct RunArgs {
     /// tokio's current-thread scheduler.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     pub worker_threads: Option<u16>,
+
+    /// Kernel TLS for the upstream connections of bytes Backends (protocol TCP): after
+    /// rustls's TLS 1.3 handshake the session keys go to the kernel, which then seals
+    /// and opens records on the socket. `auto` probes the kernel at start and keeps TLS
+    /// in rustls where it has none (CONFIG_TLS); `require` refuses to start there.
+    /// Connections handed over are not resumed later (their session tickets are
+    /// dropped) and end on a server's KeyUpdate. HTTP Backends stay in rustls.
+    #[arg(long, value_enum, value_name = "MODE", default_value_t = KernelTlsMode::Off)]
+    pub kernel_tls: KernelTlsMode,
 
     /// Admin HTTP endpoint: /healthz, /readyz, /metrics.
     #[arg(long, value_name = "IP:PORT", default_value = "127.0.0.1:15000")]

@@ -9,6 +9,7 @@
 mod activity;
 mod connection;
 pub mod http;
+mod kernel_tls;
 mod log_limit;
 mod read_ahead;
 mod relay;
@@ -27,6 +28,7 @@ use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 pub use connection::connect_upstream;
 pub use http::{HttpProxy, HttpSettings};
+pub use kernel_tls::{KernelTls, KernelTlsMode};
 pub use relay::Pipes;
 pub use stats::{Refusal, Stats};
 
@@ -59,6 +61,8 @@ pub struct Shared {
     pub tasks: TaskTracker,
     /// Pipes for splice(2) between plain TCP sockets.
     pub pipes: Pipes,
+    /// Whether upstream TLS of bytes Backends moves into the kernel (`--kernel-tls`).
+    pub kernel_tls: KernelTls,
 }
 
 /// The most pipes the proxy keeps for splice(2) (two descriptors each). A pipe is held

@@ -65,6 +65,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let (status_tx, status_rx) = tokio::sync::watch::channel(Vec::new());
     let readiness = Arc::new(Readiness::default());
     let stats = Arc::new(Stats::default());
+    let kernel_tls = proxy::KernelTls::start(args.kernel_tls).context("--kernel-tls require")?;
+    stats.kernel_tls_ciphers(kernel_tls.ciphers());
     let board = Arc::new(StatusBoard::default());
     let reconcile_metrics = Arc::new(ReconcileMetrics::default());
     let dns_metrics = Arc::new(DnsMetrics::default());
@@ -170,6 +172,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         shutdown: shutdown.clone(),
         tasks: tokio_util::task::TaskTracker::new(),
         pipes: proxy::Pipes::new(proxy::MAX_PIPES),
+        kernel_tls,
     });
     let dns = DnsSettings {
         min_ttl: args.dns.dns_min_ttl,

@@ -20,4 +20,4 @@ pub use origination::{H2, TlsConfigError, TlsInputs, TlsOrigination};
 pub use provider::{CRYPTO_PROVIDER_NAME, crypto_provider};
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

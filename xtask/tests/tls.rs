@@ -10,6 +10,8 @@ mod support;
 
 #[path = "tls/client_tls.rs"]
 mod client_tls;
+#[path = "tls/kernel.rs"]
+mod kernel;
 #[path = "tls/mutual.rs"]
 mod mutual;
 #[path = "tls/origination.rs"]

@@ -99,6 +99,8 @@ pub struct Stats {
     passthrough: Family<ReasonLabel, Counter>,
     idle_closed: Family<BackendLabel, Counter>,
     pub http: HttpStats,
+    kernel_tls_ciphers: Gauge,
+    kernel_tls_connections: Counter,
     forwarded_all: Counter,
     refused_all: Counter,
 }
@@ -147,7 +149,29 @@ impl Stats {
              (also counted as forwarded)",
             self.idle_closed.clone(),
         );
+        registry.register(
+            "redirector_kernel_tls_ciphers",
+            "TLS 1.3 ciphers whose upstream connections the kernel takes over after the \
+             handshake (--kernel-tls); 0: TLS stays in rustls",
+            self.kernel_tls_ciphers.clone(),
+        );
+        registry.register(
+            "redirector_kernel_tls_connections",
+            "Upstream TLS connections of bytes Backends handed to kernel TLS",
+            self.kernel_tls_connections.clone(),
+        );
         self.http.register(registry);
+    }
+
+    /// How many ciphers' connections kernel TLS takes over (from the start-up probe).
+    pub fn kernel_tls_ciphers(&self, ciphers: usize) {
+        self.kernel_tls_ciphers
+            .set(i64::try_from(ciphers).unwrap_or(i64::MAX));
+    }
+
+    /// Counts a connection handed to kernel TLS.
+    pub fn kernel_tls_connection(&self) {
+        self.kernel_tls_connections.inc();
     }
 
     /// Counts a connection closed for idleness.
@@ -252,6 +276,8 @@ impl Default for Stats {
             passthrough: Family::default(),
             idle_closed: Family::default(),
             http: HttpStats::default(),
+            kernel_tls_ciphers: Gauge::default(),
+            kernel_tls_connections: Counter::default(),
             forwarded_all: Counter::default(),
             refused_all: Counter::default(),
         }

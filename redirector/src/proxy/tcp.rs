@@ -22,6 +22,7 @@ use tokio_rustls::TlsConnector;
 use super::{
     ConnectionLimits, Refusal, Shared,
     connection::{Refused, Routed, connect_any},
+    kernel_tls::Offload,
     read_ahead::ReadAhead,
     relay::{Transferred, relay, relay_tcp, relay_tls},
 };
@@ -107,24 +108,31 @@ pub async fn forward(
         }
         Some(tls) => {
             let mut client = FirstBytesGuard::new(client, rule, true);
-            let mut upstream = handshake(&tls, upstream, limits.connect_timeout)
-                .await
-                .map_err(fail)?;
+            let bounded = shared.kernel_tls.enabled();
+            let upstream = handshake_with(
+                &tls,
+                tls.config.clone(),
+                upstream,
+                limits.connect_timeout,
+                bounded,
+            )
+            .await
+            .map_err(fail)?;
             shared.stats.connected(&label, connecting.elapsed());
-            let (buffer_size, idle) = (limits.buffer_size, limits.idle_timeout);
-            let (moved, result) = relay_tls(&mut client, &mut upstream, buffer_size, idle).await;
+            // A connection that failed on its way into the kernel was never used.
+            let not_handed = |error: io::Error| {
+                let refusal = Refusal::Handshake(HandshakeFailure::Other);
+                fail(Refused::new(refusal, error.to_string()))
+            };
+            let (moved, result) =
+                (over_tls(shared, &mut client, upstream).await).map_err(not_handed)?;
             let (moved, result) = match result {
                 Err(error) if sniff::is_reroute(&error) => {
                     // Nothing of the client's was written to the TLS connection.
-                    drop(upstream);
                     let mut direct = dial(shared, &routed.upstream).await.map_err(fail)?;
                     let (more, result) = pipe(&limits, &mut client, &mut direct).await;
                     (add(moved, more), result)
                 }
-                Err(error) if sniff::refusal(&error).is_none() => (
-                    moved,
-                    Err(pending_alert(&mut upstream).await.unwrap_or(error)),
-                ),
                 other => (moved, other),
             };
             (moved, result, client.verdict().cloned())
@@ -156,6 +164,35 @@ pub(super) async fn first_bytes(
             None
         }
     }
+}
+
+/// Relays a client over a TLS connection just made, its keys in the kernel if
+/// `--kernel-tls` can take them. An error: the connection could not be handed over
+/// and is closed.
+async fn over_tls(
+    shared: &Shared,
+    client: &mut FirstBytesGuard<TcpStream>,
+    upstream: UpstreamTls,
+) -> io::Result<(Transferred, io::Result<()>)> {
+    let limits = shared.limits;
+    Ok(match shared.kernel_tls.offload(upstream)? {
+        Offload::Kernel(mut upstream) => {
+            shared.stats.kernel_tls_connection();
+            pipe(&limits, client, &mut upstream).await
+        }
+        Offload::Rustls(mut upstream) => {
+            let (buffer_size, idle) = (limits.buffer_size, limits.idle_timeout);
+            match relay_tls(client, &mut upstream, buffer_size, idle).await {
+                (moved, Err(error))
+                    if !sniff::is_reroute(&error) && sniff::refusal(&error).is_none() =>
+                {
+                    let alert = pending_alert(&mut upstream).await;
+                    (moved, Err(alert.unwrap_or(error)))
+                }
+                other => other,
+            }
+        }
+    })
 }
 
 /// Judges an opening read before dialing; what passes is spliced to the dialed address
@@ -335,25 +372,24 @@ async fn pending_alert(upstream: &mut UpstreamTls) -> Option<io::Error> {
     }
 }
 
-/// The TLS handshake with the upstream. Nothing from the client has been read yet, so
-/// no plaintext can reach the network before it completes.
-pub async fn handshake(
-    tls: &TlsOrigination,
-    tcp: TcpStream,
-    timeout: std::time::Duration,
-) -> Result<UpstreamTls, Refused> {
-    handshake_with(tls, tls.config.clone(), tcp, timeout).await
-}
-
-/// [`handshake`] with a given client configuration (ALPN differs for HTTP upgrades).
+/// The TLS handshake with the upstream, with a given client configuration (ALPN
+/// differs for HTTP upgrades). Nothing from the client has been read yet, so no
+/// plaintext can reach the network before it completes. `record_bounded`: read so that
+/// the keys can go to the kernel afterwards (see `kernel_tls.rs`).
 pub async fn handshake_with(
     tls: &TlsOrigination,
     config: std::sync::Arc<rustls::ClientConfig>,
     tcp: TcpStream,
-    timeout: std::time::Duration,
+    timeout: Duration,
+    record_bounded: bool,
 ) -> Result<UpstreamTls, Refused> {
     let connector = TlsConnector::from(config);
-    let handshake = connector.connect(tls.server_name.clone(), ReadAhead::new(tcp));
+    let transport = if record_bounded {
+        ReadAhead::record_bounded(tcp)
+    } else {
+        ReadAhead::new(tcp)
+    };
+    let handshake = connector.connect(tls.server_name.clone(), transport);
     match tokio::time::timeout(timeout, handshake).await {
         Ok(Ok(stream)) => Ok(stream),
         Ok(Err(error)) => {

@@ -137,6 +137,9 @@ fn build(
     let mut http1_config = config.clone();
     http1_config.alpn_protocols = vec![HTTP11.to_vec()];
     config.alpn_protocols = alpn(protocol);
+    // Lets `--kernel-tls` take the keys of a finished handshake (bytes Backends only);
+    // nothing else reads them.
+    config.enable_secret_extraction = true;
     Ok(TlsOrigination {
         config: Arc::new(config),
         http1_config: Arc::new(http1_config),

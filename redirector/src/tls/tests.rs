@@ -13,13 +13,13 @@ use crate::backend::{
     SubjectAltName, TlsMode,
 };
 
-struct Ca {
+pub(crate) struct Ca {
     issuer: Issuer<'static, KeyPair>,
     pem: String,
 }
 
 impl Ca {
-    fn new(name: &str) -> Ca {
+    pub(crate) fn new(name: &str) -> Ca {
         let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
         params
             .distinguished_name
@@ -34,7 +34,7 @@ impl Ca {
     }
 
     /// A leaf for `sans` (DNS names, or `uri:` prefixed URIs); `expired` backdates it.
-    fn leaf(&self, sans: &[&str], expired: bool) -> (String, String) {
+    pub(crate) fn leaf(&self, sans: &[&str], expired: bool) -> (String, String) {
         let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
         params.subject_alt_names = sans
             .iter()
@@ -53,13 +53,13 @@ impl Ca {
     }
 }
 
-fn certs(pem: &str) -> Vec<CertificateDer<'static>> {
+pub(crate) fn certs(pem: &str) -> Vec<CertificateDer<'static>> {
     CertificateDer::pem_slice_iter(pem.as_bytes())
         .collect::<Result<_, _>>()
         .unwrap()
 }
 
-fn key(pem: &str) -> PrivateKeyDer<'static> {
+pub(crate) fn key(pem: &str) -> PrivateKeyDer<'static> {
     PrivateKeyDer::from_pem_slice(pem.as_bytes()).unwrap()
 }
 
@@ -68,7 +68,7 @@ fn provider() -> Arc<rustls::crypto::CryptoProvider> {
 }
 
 /// A server presenting `leaf`; with `client_ca`, it requires a client certificate.
-fn server(leaf: &(String, String), client_ca: Option<&Ca>) -> Arc<ServerConfig> {
+pub(crate) fn server(leaf: &(String, String), client_ca: Option<&Ca>) -> Arc<ServerConfig> {
     let builder = ServerConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
         .unwrap();
@@ -97,7 +97,7 @@ fn object(kind: RefKind, name: &str) -> ObjectRef {
     }
 }
 
-fn backend(mode: TlsMode, sans: Vec<SubjectAltName>, protocol: Protocol) -> Backend {
+pub(crate) fn backend(mode: TlsMode, sans: Vec<SubjectAltName>, protocol: Protocol) -> Backend {
     Backend {
         key: ObjectKey::new("demo", "api"),
         hostname: "api.example.test".into(),
@@ -114,7 +114,7 @@ fn backend(mode: TlsMode, sans: Vec<SubjectAltName>, protocol: Protocol) -> Back
     }
 }
 
-fn catalog(ca: &Ca, client: Option<&(String, String)>) -> Catalog {
+pub(crate) fn catalog(ca: &Ca, client: Option<&(String, String)>) -> Catalog {
     let mut catalog = Catalog::default();
     catalog.config_maps.insert(
         ObjectKey::new("demo", "api-ca"),

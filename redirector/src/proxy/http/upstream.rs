@@ -101,7 +101,7 @@ impl Dialer {
             None => Upstream(Either::Left(tcp)),
             Some(tls) => {
                 let config = config.unwrap_or_else(|| tls.config.clone());
-                let stream = tcp::handshake_with(tls, config, tcp, self.connect_timeout)
+                let stream = tcp::handshake_with(tls, config, tcp, self.connect_timeout, false)
                     .await
                     .map_err(|refused| DialError {
                         kind: HttpError::UpstreamHandshake,

@@ -1,0 +1,264 @@
+//! An upstream connection whose TLS records the kernel seals and opens: reads and
+//! writes carry plaintext, records that are not application data are handled here.
+
+use std::{
+    io,
+    os::fd::AsRawFd,
+    pin::Pin,
+    task::{Context, Poll, ready},
+};
+
+use rustls::AlertDescription;
+use tokio::{
+    io::{AsyncRead, AsyncWrite, Interest, ReadBuf},
+    net::TcpStream,
+};
+
+use super::sys::{self, ALERT, APPLICATION_DATA, HANDSHAKE};
+
+/// The most plaintext one TLS record carries (RFC 8446 §5.1).
+const MAX_PLAINTEXT: usize = 16 * 1024;
+/// Room for a whole record however it is read: plaintext, content type, padding slack.
+const MAX_RECORD: usize = MAX_PLAINTEXT + 256;
+
+/// TLS 1.3 post-handshake messages (RFC 8446 §4.6).
+const NEW_SESSION_TICKET: u8 = 4;
+const KEY_UPDATE: u8 = 24;
+/// Longer post-handshake messages are refused rather than buffered (a ticket is a few
+/// hundred bytes, a KeyUpdate one).
+const MAX_POST_HANDSHAKE: usize = 64 * 1024;
+
+/// A TCP connection with kernel TLS keys both ways.
+#[derive(Debug)]
+pub struct KernelTlsStream {
+    socket: TcpStream,
+    /// Received application data not handed on yet: a record read for a caller whose
+    /// buffer could not hold a whole one.
+    pending: Vec<u8>,
+    pending_from: usize,
+    /// A post-handshake message split over records: its bytes so far.
+    handshake: Vec<u8>,
+    /// Records sent with these keys, counted high (every write ends a record).
+    records_sent: u64,
+    /// The cipher suite's confidentiality limit: the kernel does not rekey, so the
+    /// connection ends before its keys reach it.
+    record_limit: u64,
+    /// The server's close_notify arrived: reads return EOF.
+    peer_closed: bool,
+    close_notify_sent: bool,
+}
+
+impl KernelTlsStream {
+    /// `socket` has its keys set; `records_sent` were sent with the send key so far.
+    pub fn new(socket: TcpStream, records_sent: u64, record_limit: u64) -> Self {
+        Self {
+            socket,
+            pending: Vec::new(),
+            pending_from: 0,
+            handshake: Vec::new(),
+            records_sent,
+            record_limit,
+            peer_closed: false,
+            close_notify_sent: false,
+        }
+    }
+
+    /// A record that is not application data: close_notify ends reading, a session
+    /// ticket is dropped, anything else ends the connection.
+    fn control(&mut self, record_type: u8, record: &[u8]) -> io::Result<()> {
+        match record_type {
+            ALERT => match record {
+                [_, 0] => {
+                    self.peer_closed = true;
+                    Ok(())
+                }
+                [_, description] => Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    rustls::Error::AlertReceived(AlertDescription::from(*description)),
+                )),
+                _ => Err(invalid("a malformed alert record")),
+            },
+            HANDSHAKE => {
+                self.handshake.extend_from_slice(record);
+                while let Some((message, length)) = post_handshake(&self.handshake)? {
+                    if message == KEY_UPDATE {
+                        return Err(invalid(
+                            "the server updated its TLS keys (KeyUpdate), which kernel TLS \
+                             here does not follow",
+                        ));
+                    }
+                    // A NEW_SESSION_TICKET: rustls's secret extraction keeps no session to
+                    // store it in, so connections handed to the kernel are not resumed.
+                    self.handshake.drain(..length);
+                }
+                Ok(())
+            }
+            other => Err(invalid(&format!(
+                "an unexpected TLS record of content type {other}"
+            ))),
+        }
+    }
+
+    fn serve_pending(&mut self, out: &mut ReadBuf<'_>) {
+        let available = &self.pending[self.pending_from..];
+        let n = available.len().min(out.remaining());
+        out.put_slice(&available[..n]);
+        self.pending_from += n;
+        if self.pending_from == self.pending.len() {
+            self.pending = Vec::new();
+            self.pending_from = 0;
+        }
+    }
+}
+
+/// The first complete post-handshake message in `bytes`: its type and length with its
+/// header, `None` if it is not complete yet.
+pub(super) fn post_handshake(bytes: &[u8]) -> io::Result<Option<(u8, usize)>> {
+    let [message, a, b, c, ..] = *bytes else {
+        return Ok(None);
+    };
+    if !matches!(message, NEW_SESSION_TICKET | KEY_UPDATE) {
+        return Err(invalid(&format!(
+            "an unexpected post-handshake message of type {message}"
+        )));
+    }
+    let length = 4 + (usize::from(a) << 16 | usize::from(b) << 8 | usize::from(c));
+    if length > MAX_POST_HANDSHAKE {
+        return Err(invalid(&format!(
+            "a post-handshake message of {length} bytes"
+        )));
+    }
+    Ok((bytes.len() >= length).then_some((message, length)))
+}
+
+fn invalid(what: &str) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, format!("kernel TLS: {what}"))
+}
+
+impl AsyncRead for KernelTlsStream {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        out: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        if this.pending_from < this.pending.len() {
+            this.serve_pending(out);
+            return Poll::Ready(Ok(()));
+        }
+        loop {
+            if this.peer_closed || out.remaining() == 0 {
+                return Poll::Ready(Ok(()));
+            }
+            ready!(this.socket.poll_read_ready(cx))?;
+            let fd = this.socket.as_raw_fd();
+            // A control record must be read whole, so a short buffer reads through ours.
+            let direct = out.remaining() >= MAX_RECORD;
+            if !direct {
+                this.pending.resize(MAX_RECORD, 0);
+            }
+            let buf = if direct {
+                out.initialize_unfilled()
+            } else {
+                &mut this.pending[..]
+            };
+            let read = this
+                .socket
+                .try_io(Interest::READABLE, || sys::recv_record(fd, buf));
+            let (n, record_type) = match read {
+                Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
+                    if !direct {
+                        this.pending.clear();
+                    }
+                    continue;
+                }
+                Err(error) => return Poll::Ready(Err(error)),
+                Ok(read) => read,
+            };
+            if n == 0 {
+                return Poll::Ready(Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "peer closed connection without sending TLS close_notify",
+                )));
+            }
+            if record_type == APPLICATION_DATA {
+                if direct {
+                    out.advance(n);
+                } else {
+                    this.pending.truncate(n);
+                    this.serve_pending(out);
+                }
+                return Poll::Ready(Ok(()));
+            }
+            let record = if direct {
+                out.initialize_unfilled()[..n].to_vec()
+            } else {
+                std::mem::take(&mut this.pending)[..n].to_vec()
+            };
+            this.control(record_type, &record)?;
+        }
+    }
+}
+
+impl AsyncWrite for KernelTlsStream {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let records = |bytes: usize| (bytes.div_ceil(MAX_PLAINTEXT) as u64).max(1);
+        if self.records_sent + records(buf.len()) > self.record_limit {
+            return Poll::Ready(Err(io::Error::other(format!(
+                "kernel TLS: the connection's key reached its cipher suite's limit of {} \
+                 records; closed, as the kernel does not rekey",
+                self.record_limit
+            ))));
+        }
+        let written = ready!(Pin::new(&mut self.socket).poll_write(cx, buf))?;
+        self.records_sent += records(written);
+        Poll::Ready(Ok(written))
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.socket).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        while !self.close_notify_sent {
+            ready!(self.socket.poll_write_ready(cx))?;
+            let fd = self.socket.as_raw_fd();
+            // close_notify: alert level warning (1), description 0.
+            let sent =
+                (self.socket).try_io(Interest::WRITABLE, || sys::send_record(fd, ALERT, &[1, 0]));
+            match sent {
+                Err(error) if error.kind() == io::ErrorKind::WouldBlock => {}
+                Err(error) => return Poll::Ready(Err(error)),
+                Ok(_) => self.close_notify_sent = true,
+            }
+        }
+        Pin::new(&mut self.socket).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn post_handshake_messages_are_framed_across_records() {
+        let ticket = [NEW_SESSION_TICKET, 0, 0, 3, 9, 9, 9];
+        assert_eq!(post_handshake(&ticket[..3]).unwrap(), None);
+        assert_eq!(post_handshake(&ticket[..6]).unwrap(), None);
+        assert_eq!(
+            post_handshake(&ticket).unwrap(),
+            Some((NEW_SESSION_TICKET, 7))
+        );
+        let update = [KEY_UPDATE, 0, 0, 1, 0];
+        assert_eq!(post_handshake(&update).unwrap(), Some((KEY_UPDATE, 5)));
+        assert!(
+            post_handshake(&[KEY_UPDATE, 1, 0, 0]).is_err(),
+            "64 KiB and more"
+        );
+        assert!(post_handshake(&[1, 0, 0, 0]).is_err(), "a ClientHello");
+    }
+}

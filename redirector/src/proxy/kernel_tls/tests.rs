@@ -1,0 +1,281 @@
+//! Kernel TLS against an in-process rustls server over loopback TCP. The keys handed to
+//! the kernel are checked by opening and sealing real records with them here, so they
+//! are verified even on a kernel without TLS; the hand-over itself runs where the
+//! kernel has it and is checked to fall back where it does not.
+
+use std::sync::Arc;
+
+use aws_lc_rs::aead::{AES_128_GCM, AES_256_GCM, Aad, CHACHA20_POLY1305, LessSafeKey, Nonce};
+use rustls::ServerConfig;
+use tokio::{
+    io::{AsyncReadExt, AsyncWriteExt},
+    net::{TcpListener, TcpStream},
+    task::JoinHandle,
+};
+use tokio_rustls::TlsAcceptor;
+
+use super::{sys::ALERT, *};
+use crate::{
+    backend::{Protocol, TlsMode},
+    proxy::tcp::handshake_with,
+    tls::{
+        TlsOrigination,
+        tests::{Ca, backend, catalog, certs, key, server},
+    },
+};
+
+const GREETING: &[u8] = b"hello from the server";
+
+/// A TLS 1.3 connection to a server that greets, then echoes what it reads prefixed
+/// with `echo:` until the client closes; the server task returns whether the client
+/// closed with close_notify. The server picks `cipher`.
+async fn connected(record_bounded: bool, cipher: CipherSuite) -> (UpstreamTls, JoinHandle<bool>) {
+    let ca = Ca::new("kernel TLS test CA");
+    let leaf = ca.leaf(&["api.example.test"], false);
+    let mut server_config = Arc::unwrap_or_clone(server(&leaf, None));
+    server_config.alpn_protocols.clear();
+    let mut provider = Arc::unwrap_or_clone(server_config.crypto_provider().clone());
+    provider.cipher_suites.retain(|s| s.suite() == cipher);
+    assert_eq!(provider.cipher_suites.len(), 1, "{cipher:?}");
+    let server_config = ServerConfig::builder_with_provider(Arc::new(provider))
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(certs(&leaf.0), key(&leaf.1))
+        .unwrap();
+    let acceptor = TlsAcceptor::from(Arc::new(server_config));
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let served = tokio::spawn(async move {
+        let (tcp, _) = listener.accept().await.unwrap();
+        let mut tls = acceptor.accept(tcp).await.unwrap();
+        tls.write_all(GREETING).await.unwrap();
+        let mut buf = [0u8; 1024];
+        loop {
+            match tls.read(&mut buf).await {
+                Ok(0) => return true,
+                Ok(n) => {
+                    let reply = [b"echo:", &buf[..n]].concat();
+                    tls.write_all(&reply).await.unwrap();
+                }
+                Err(_) => return false,
+            }
+        }
+    });
+    let origination = TlsOrigination::for_backend(
+        &backend(TlsMode::ServerOnly, vec![], Protocol::Tcp),
+        &catalog(&ca, None),
+    )
+    .unwrap()
+    .unwrap();
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    let config = origination.config.clone();
+    let timeout = std::time::Duration::from_secs(5);
+    let Ok(stream) = handshake_with(&origination, config, tcp, timeout, record_bounded).await
+    else {
+        panic!("the handshake failed");
+    };
+    (stream, served)
+}
+
+/// Opens and seals TLS 1.3 records with one direction's key as the kernel got it.
+struct RecordKey {
+    key: LessSafeKey,
+    iv: [u8; 12],
+    seq: u64,
+}
+
+impl RecordKey {
+    fn new(info: &CryptoInfo) -> Self {
+        let (key, salt, iv, seq) = info.parts();
+        let algorithm = match info {
+            CryptoInfo::Aes128Gcm(_) => &AES_128_GCM,
+            CryptoInfo::Aes256Gcm(_) => &AES_256_GCM,
+            CryptoInfo::Chacha20Poly1305(_) => &CHACHA20_POLY1305,
+        };
+        let key = aws_lc_rs::aead::UnboundKey::new(algorithm, key).unwrap();
+        Self {
+            key: LessSafeKey::new(key),
+            iv: [salt, iv].concat().try_into().unwrap(),
+            seq: u64::from_be_bytes(seq),
+        }
+    }
+
+    fn nonce(&mut self) -> Nonce {
+        let mut nonce = self.iv;
+        for (n, s) in nonce[4..].iter_mut().zip(self.seq.to_be_bytes()) {
+            *n ^= s;
+        }
+        self.seq += 1;
+        Nonce::assume_unique_for_key(nonce)
+    }
+
+    /// The inner content type and plaintext of one whole record.
+    fn open(&mut self, record: &[u8]) -> (u8, Vec<u8>) {
+        let (header, body) = record.split_at(5);
+        let mut body = body.to_vec();
+        let nonce = self.nonce();
+        let plain = (self.key)
+            .open_in_place(nonce, Aad::from(header), &mut body)
+            .expect("the record opens with the key handed to the kernel");
+        let end = plain.iter().rposition(|&b| b != 0).unwrap();
+        (plain[end], plain[..end].to_vec())
+    }
+
+    fn seal(&mut self, content_type: u8, plain: &[u8]) -> Vec<u8> {
+        let mut body = [plain, &[content_type]].concat();
+        let length = u16::try_from(body.len() + 16).unwrap().to_be_bytes();
+        let header = [23, 3, 3, length[0], length[1]];
+        let nonce = self.nonce();
+        (self.key)
+            .seal_in_place_append_tag(nonce, Aad::from(header), &mut body)
+            .unwrap();
+        [&header[..], &body].concat()
+    }
+}
+
+async fn read_record(tcp: &mut TcpStream) -> Vec<u8> {
+    let mut header = [0u8; 5];
+    tcp.read_exact(&mut header).await.unwrap();
+    let mut body = vec![0u8; usize::from(u16::from_be_bytes([header[3], header[4]]))];
+    tcp.read_exact(&mut body).await.unwrap();
+    [&header[..], &body].concat()
+}
+
+/// Every TLS 1.3 cipher the kernel may be handed.
+fn ciphers() -> Vec<CipherSuite> {
+    CryptoInfo::probes().map(|(cipher, _)| cipher).to_vec()
+}
+
+#[tokio::test]
+async fn the_keys_as_handed_to_the_kernel_open_and_seal_the_servers_records() {
+    for cipher in ciphers() {
+        keys_open_and_seal(cipher).await;
+    }
+}
+
+async fn keys_open_and_seal(cipher: CipherSuite) {
+    let (stream, served) = connected(true, cipher).await;
+    let (transport, session) = stream.get_ref();
+    assert!(transport.is_clean(), "nothing read past the handshake");
+    assert_eq!(session.protocol_version(), Some(ProtocolVersion::TLSv1_3));
+    let (transport, session) = stream.into_inner();
+    let secrets = session.dangerous_extract_secrets().unwrap();
+    let mut tcp = transport.into_inner();
+    let (rx_seq, rx) = &secrets.rx;
+    let (tx_seq, tx) = &secrets.tx;
+    let mut opener = RecordKey::new(&CryptoInfo::tls13(*rx_seq, rx).unwrap());
+    let mut sealer = RecordKey::new(&CryptoInfo::tls13(*tx_seq, tx).unwrap());
+
+    // The server's session tickets come first, as post-handshake messages.
+    let mut handshake = Vec::new();
+    let greeting = loop {
+        match opener.open(&read_record(&mut tcp).await) {
+            (sys::HANDSHAKE, message) => handshake.extend(message),
+            (sys::APPLICATION_DATA, data) => break data,
+            other => panic!("unexpected record {other:?}"),
+        }
+    };
+    assert_eq!(greeting, GREETING, "{cipher:?}");
+    let mut tickets = 0;
+    while let Some((message, length)) = stream::post_handshake(&handshake).unwrap() {
+        assert_eq!(message, 4, "a NewSessionTicket");
+        handshake.drain(..length);
+        tickets += 1;
+    }
+    assert!(tickets > 0 && handshake.is_empty(), "{tickets} tickets");
+
+    tcp.write_all(&sealer.seal(sys::APPLICATION_DATA, b"ping"))
+        .await
+        .unwrap();
+    let (kind, echo) = opener.open(&read_record(&mut tcp).await);
+    assert_eq!(
+        (kind, echo.as_slice()),
+        (sys::APPLICATION_DATA, &b"echo:ping"[..])
+    );
+    tcp.write_all(&sealer.seal(ALERT, &[1, 0])).await.unwrap();
+    assert!(served.await.unwrap(), "the server took our close_notify");
+}
+
+#[tokio::test]
+async fn a_key_handed_over_mid_stream_starts_at_the_next_record() {
+    let (mut stream, served) = connected(true, CipherSuite::TLS13_AES_128_GCM_SHA256).await;
+    let mut greeting = vec![0u8; GREETING.len()];
+    stream.read_exact(&mut greeting).await.unwrap();
+    let (transport, session) = stream.into_inner();
+    let secrets = session.dangerous_extract_secrets().unwrap();
+    let mut tcp = transport.into_inner();
+    let (rx_seq, rx) = &secrets.rx;
+    assert!(*rx_seq > 1, "tickets and the greeting were read: {rx_seq}");
+    let info = CryptoInfo::tls13(*rx_seq, rx).unwrap();
+    assert_eq!(
+        info.parts().3,
+        rx_seq.to_be_bytes(),
+        "rec_seq is big-endian"
+    );
+    let mut opener = RecordKey::new(&info);
+    let mut sealer = RecordKey::new(&CryptoInfo::tls13(secrets.tx.0, &secrets.tx.1).unwrap());
+    tcp.write_all(&sealer.seal(sys::APPLICATION_DATA, b"later"))
+        .await
+        .unwrap();
+    let (kind, echo) = opener.open(&read_record(&mut tcp).await);
+    assert_eq!(
+        (kind, echo.as_slice()),
+        (sys::APPLICATION_DATA, &b"echo:later"[..])
+    );
+    drop(tcp);
+    assert!(!served.await.unwrap(), "closed without close_notify");
+}
+
+#[tokio::test]
+async fn a_connection_is_handed_to_the_kernel_where_it_has_tls_and_works_either_way() {
+    let kernel = KernelTls { ciphers: ciphers() };
+    let (stream, served) = connected(true, CipherSuite::TLS13_AES_128_GCM_SHA256).await;
+    let handed = kernel.offload(stream).unwrap();
+    let mut stream: Box<dyn Io> = match (handed, probe()) {
+        (Offload::Kernel(stream), Ok(_)) => Box::new(stream),
+        (Offload::Rustls(stream), Err(KernelTlsError::Unavailable(_))) => Box::new(stream),
+        (Offload::Kernel(_), Err(error)) => panic!("handed over, but the probe says {error}"),
+        (Offload::Rustls(_), probed) => panic!("kept in rustls, the probe says {probed:?}"),
+    };
+    let mut greeting = vec![0u8; GREETING.len()];
+    stream.read_exact(&mut greeting).await.unwrap();
+    assert_eq!(greeting, GREETING);
+    stream.write_all(b"ping").await.unwrap();
+    let mut echo = [0u8; 9];
+    stream.read_exact(&mut echo).await.unwrap();
+    assert_eq!(&echo, b"echo:ping");
+    stream.shutdown().await.unwrap();
+    assert!(served.await.unwrap(), "closed with close_notify");
+}
+
+#[tokio::test]
+async fn an_unbounded_handshake_stays_in_rustls() {
+    let kernel = KernelTls { ciphers: ciphers() };
+    let (stream, _served) = connected(false, CipherSuite::TLS13_AES_256_GCM_SHA384).await;
+    assert!(matches!(kernel.offload(stream), Ok(Offload::Rustls(_))));
+}
+
+#[test]
+fn off_never_probes_and_require_fails_where_the_probe_does() {
+    assert!(!KernelTls::start(KernelTlsMode::Off).unwrap().enabled());
+    let auto = KernelTls::start(KernelTlsMode::Auto).unwrap();
+    match (probe(), KernelTls::start(KernelTlsMode::Require)) {
+        (Ok(ciphers), Ok(required)) => {
+            assert_eq!(required.ciphers, ciphers);
+            assert_eq!(auto.ciphers, ciphers);
+        }
+        (Err(_), Err(error)) => {
+            assert!(!auto.enabled());
+            let message = error.to_string();
+            assert!(
+                message.contains("setsockopt(TCP_ULP, \"tls\")") || message.contains("cipher"),
+                "{message}"
+            );
+        }
+        (probed, required) => panic!("probe {probed:?}, require {:?}", required.map(|_| ())),
+    }
+}
+
+trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin> Io for T {}
