@@ -110,28 +110,16 @@ impl KernelTls {
     /// Hands a freshly made connection's keys to the kernel where that loses nothing;
     /// else gives it back. An error means the connection cannot be used (closed).
     pub fn offload(&self, mut stream: UpstreamTls) -> io::Result<Offload> {
-        let (transport, session) = stream.get_mut();
-        transport.unbound();
-        let limit = match session.negotiated_cipher_suite().and_then(|s| s.tls13()) {
-            Some(suite) if self.ciphers.contains(&suite.common.suite) => {
-                suite.common.confidentiality_limit
-            }
-            _ => return Ok(Offload::Rustls(stream)),
-        };
-        let nothing_held = session
-            .process_new_packets()
-            .is_ok_and(|io| io.plaintext_bytes_to_read() == 0 && !io.peer_has_closed());
-        if session.protocol_version() != Some(ProtocolVersion::TLSv1_3)
-            || session.wants_write()
-            || !nothing_held
-            || !transport.is_clean()
-        {
-            tracing::debug!("kernel TLS: bytes past the handshake are held; stays in rustls");
+        let limit = self.eligible(&mut stream);
+        let (transport, _) = stream.get_mut();
+        let Some(limit) = limit else {
+            transport.unbound();
             return Ok(Offload::Rustls(stream));
-        }
+        };
         let fd = transport.get_ref().as_raw_fd();
         if let Err(error) = sys::attach_ulp(fd) {
             tracing::debug!(%error, "kernel TLS: the socket refused the tls protocol");
+            transport.unbound();
             return Ok(Offload::Rustls(stream));
         }
         // From here the socket must not be written before its send key is set.
@@ -155,6 +143,29 @@ impl KernelTls {
         Ok(Offload::Kernel(KernelTlsStream::new(
             socket, *tx_seq, limit,
         )))
+    }
+
+    /// The record limit of a connection whose keys can go to the kernel with nothing
+    /// lost: TLS 1.3 with a cipher the kernel takes, nothing to send, and nothing read
+    /// past the handshake (neither held by rustls nor by the transport). `None` if not.
+    fn eligible(&self, stream: &mut UpstreamTls) -> Option<u64> {
+        let (transport, session) = stream.get_mut();
+        let suite = session.negotiated_cipher_suite()?.tls13()?;
+        if !self.ciphers.contains(&suite.common.suite) {
+            return None;
+        }
+        let nothing_held = session
+            .process_new_packets()
+            .is_ok_and(|io| io.plaintext_bytes_to_read() == 0 && !io.peer_has_closed());
+        if session.protocol_version() != Some(ProtocolVersion::TLSv1_3)
+            || session.wants_write()
+            || !nothing_held
+            || !transport.is_clean()
+        {
+            tracing::debug!("kernel TLS: bytes past the handshake are held; stays in rustls");
+            return None;
+        }
+        Some(suite.common.confidentiality_limit)
     }
 }
 

@@ -178,19 +178,13 @@ async fn over_tls(
     Ok(match shared.kernel_tls.offload(upstream)? {
         Offload::Kernel(mut upstream) => {
             shared.stats.kernel_tls_connection();
-            pipe(&limits, client, &mut upstream).await
+            let relayed = pipe(&limits, client, &mut upstream).await;
+            with_pending_alert(relayed, &mut upstream).await
         }
         Offload::Rustls(mut upstream) => {
             let (buffer_size, idle) = (limits.buffer_size, limits.idle_timeout);
-            match relay_tls(client, &mut upstream, buffer_size, idle).await {
-                (moved, Err(error))
-                    if !sniff::is_reroute(&error) && sniff::refusal(&error).is_none() =>
-                {
-                    let alert = pending_alert(&mut upstream).await;
-                    (moved, Err(alert.unwrap_or(error)))
-                }
-                other => other,
-            }
+            let relayed = relay_tls(client, &mut upstream, buffer_size, idle).await;
+            with_pending_alert(relayed, &mut upstream).await
         }
     })
 }
@@ -357,18 +351,27 @@ async fn dial(shared: &Shared, to: &[SocketAddr]) -> Result<TcpStream, Refused> 
 }
 
 /// With TLS 1.3 the server judges our client certificate after our side of the handshake
-/// is done: its refusal is an alert queued behind whatever broke the splice (typically
-/// a reset when we wrote). Read once more so rustls surfaces that alert.
-async fn pending_alert(upstream: &mut UpstreamTls) -> Option<io::Error> {
+/// is done: its refusal is an alert queued behind whatever broke the relay (typically a
+/// reset when we wrote). After such an error, read once more so the alert surfaces.
+async fn with_pending_alert<U: AsyncRead + Unpin>(
+    (moved, result): (Transferred, io::Result<()>),
+    upstream: &mut U,
+) -> (Transferred, io::Result<()>) {
     use tokio::io::AsyncReadExt;
-    let mut byte = [0u8; 1];
-    match tokio::time::timeout(ALERT_WAIT, upstream.read(&mut byte)).await {
-        Ok(Err(error))
-            if HandshakeFailure::classify(&error) == HandshakeFailure::RejectedByServer =>
-        {
-            Some(error)
+    match result {
+        Err(error) if !sniff::is_reroute(&error) && sniff::refusal(&error).is_none() => {
+            let mut byte = [0u8; 1];
+            let alert = match tokio::time::timeout(ALERT_WAIT, upstream.read(&mut byte)).await {
+                Ok(Err(alert))
+                    if HandshakeFailure::classify(&alert) == HandshakeFailure::RejectedByServer =>
+                {
+                    alert
+                }
+                _ => error,
+            };
+            (moved, Err(alert))
         }
-        _ => None,
+        other => (moved, other),
     }
 }
 

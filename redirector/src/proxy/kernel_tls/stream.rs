@@ -18,8 +18,10 @@ use super::sys::{self, ALERT, APPLICATION_DATA, HANDSHAKE};
 
 /// The most plaintext one TLS record carries (RFC 8446 §5.1).
 const MAX_PLAINTEXT: usize = 16 * 1024;
-/// Room for a whole record however it is read: plaintext, content type, padding slack.
-const MAX_RECORD: usize = MAX_PLAINTEXT + 256;
+
+/// Alerts that do not end the connection as an error (RFC 8446 §6.1).
+const CLOSE_NOTIFY: u8 = 0;
+const USER_CANCELED: u8 = 90;
 
 /// TLS 1.3 post-handshake messages (RFC 8446 §4.6).
 const NEW_SESSION_TICKET: u8 = 4;
@@ -32,12 +34,10 @@ const MAX_POST_HANDSHAKE: usize = 64 * 1024;
 #[derive(Debug)]
 pub struct KernelTlsStream {
     socket: TcpStream,
-    /// Received application data not handed on yet: a record read for a caller whose
-    /// buffer could not hold a whole one.
-    pending: Vec<u8>,
-    pending_from: usize,
-    /// A post-handshake message split over records: its bytes so far.
+    /// A post-handshake message split over records or reads: its bytes so far.
     handshake: Vec<u8>,
+    /// An alert read in parts (a caller's buffer of one byte): its bytes so far.
+    alert: Vec<u8>,
     /// Records sent with these keys, counted high (every write ends a record).
     records_sent: u64,
     /// The cipher suite's confidentiality limit: the kernel does not rekey, so the
@@ -53,9 +53,8 @@ impl KernelTlsStream {
     pub fn new(socket: TcpStream, records_sent: u64, record_limit: u64) -> Self {
         Self {
             socket,
-            pending: Vec::new(),
-            pending_from: 0,
             handshake: Vec::new(),
+            alert: Vec::new(),
             records_sent,
             record_limit,
             peer_closed: false,
@@ -63,23 +62,32 @@ impl KernelTlsStream {
         }
     }
 
-    /// A record that is not application data: close_notify ends reading, a session
-    /// ticket is dropped, anything else ends the connection.
-    fn control(&mut self, record_type: u8, record: &[u8]) -> io::Result<()> {
+    /// (Part of) a record that is not application data: close_notify ends reading,
+    /// user_canceled and session tickets are dropped, anything else ends the connection.
+    fn control(&mut self, record_type: u8, bytes: &[u8]) -> io::Result<()> {
         match record_type {
-            ALERT => match record {
-                [_, 0] => {
-                    self.peer_closed = true;
-                    Ok(())
+            ALERT => {
+                self.alert.extend_from_slice(bytes);
+                match *self.alert {
+                    [_] => Ok(()),
+                    [_, CLOSE_NOTIFY] => {
+                        self.peer_closed = true;
+                        Ok(())
+                    }
+                    // Followed by a close_notify.
+                    [_, USER_CANCELED] => {
+                        self.alert.clear();
+                        Ok(())
+                    }
+                    [_, description] => Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        rustls::Error::AlertReceived(AlertDescription::from(description)),
+                    )),
+                    _ => Err(invalid("a malformed alert record")),
                 }
-                [_, description] => Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    rustls::Error::AlertReceived(AlertDescription::from(*description)),
-                )),
-                _ => Err(invalid("a malformed alert record")),
-            },
+            }
             HANDSHAKE => {
-                self.handshake.extend_from_slice(record);
+                self.handshake.extend_from_slice(bytes);
                 while let Some((message, length)) = post_handshake(&self.handshake)? {
                     if message == KEY_UPDATE {
                         return Err(invalid(
@@ -96,17 +104,6 @@ impl KernelTlsStream {
             other => Err(invalid(&format!(
                 "an unexpected TLS record of content type {other}"
             ))),
-        }
-    }
-
-    fn serve_pending(&mut self, out: &mut ReadBuf<'_>) {
-        let available = &self.pending[self.pending_from..];
-        let n = available.len().min(out.remaining());
-        out.put_slice(&available[..n]);
-        self.pending_from += n;
-        if self.pending_from == self.pending.len() {
-            self.pending = Vec::new();
-            self.pending_from = 0;
         }
     }
 }
@@ -142,60 +139,43 @@ impl AsyncRead for KernelTlsStream {
         out: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = &mut *self;
-        if this.pending_from < this.pending.len() {
-            this.serve_pending(out);
-            return Poll::Ready(Ok(()));
-        }
         loop {
             if this.peer_closed || out.remaining() == 0 {
                 return Poll::Ready(Ok(()));
             }
             ready!(this.socket.poll_read_ready(cx))?;
             let fd = this.socket.as_raw_fd();
-            // A control record must be read whole, so a short buffer reads through ours.
-            let direct = out.remaining() >= MAX_RECORD;
-            if !direct {
-                this.pending.resize(MAX_RECORD, 0);
-            }
-            let buf = if direct {
-                out.initialize_unfilled()
-            } else {
-                &mut this.pending[..]
-            };
-            let read = this
-                .socket
-                .try_io(Interest::READABLE, || sys::recv_record(fd, buf));
+            // Straight into the caller's buffer: a record that does not fit is returned
+            // in parts, each naming its type.
+            let read = (this.socket).try_io(Interest::READABLE, || sys::recv_record(fd, out));
             let (n, record_type) = match read {
-                Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
-                    if !direct {
-                        this.pending.clear();
-                    }
-                    continue;
-                }
+                Err(error) if error.kind() == io::ErrorKind::WouldBlock => continue,
                 Err(error) => return Poll::Ready(Err(error)),
                 Ok(read) => read,
             };
-            if n == 0 {
-                return Poll::Ready(Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    "peer closed connection without sending TLS close_notify",
-                )));
-            }
-            if record_type == APPLICATION_DATA {
-                if direct {
-                    out.advance(n);
-                } else {
-                    this.pending.truncate(n);
-                    this.serve_pending(out);
+            match (n, record_type.unwrap_or(APPLICATION_DATA)) {
+                (0, APPLICATION_DATA) => {
+                    return Poll::Ready(Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "peer closed connection without sending TLS close_notify",
+                    )));
                 }
-                return Poll::Ready(Ok(()));
+                (_, APPLICATION_DATA) => {
+                    out.advance(n);
+                    return Poll::Ready(Ok(()));
+                }
+                (0, other) => {
+                    return Poll::Ready(Err(invalid(&format!(
+                        "an empty record of content type {other}"
+                    ))));
+                }
+                (_, other) => {
+                    // Read into the caller's buffer, not handed on.
+                    let start = out.filled().len();
+                    let bytes = out.initialized()[start..start + n].to_vec();
+                    this.control(other, &bytes)?;
+                }
             }
-            let record = if direct {
-                out.initialize_unfilled()[..n].to_vec()
-            } else {
-                std::mem::take(&mut this.pending)[..n].to_vec()
-            };
-            this.control(record_type, &record)?;
         }
     }
 }

@@ -4,6 +4,7 @@
 use std::{io, mem, os::fd::RawFd};
 
 use rustls::{CipherSuite, ConnectionTrafficSecrets};
+use tokio::io::ReadBuf;
 
 /// TLS record content types (RFC 8446 §5.1).
 pub const ALERT: u8 = 21;
@@ -172,26 +173,33 @@ fn set_key<T>(fd: RawFd, way: Way, info: &T) -> io::Result<()> {
 /// Room for one control message carrying the record type (one byte).
 const CMSG_SPACE: usize = 32;
 
-/// Reads one record's worth (or what fits in `buf`) from a socket with kernel TLS
-/// receive keys: the bytes read and the record's content type.
-pub fn recv_record(fd: RawFd, buf: &mut [u8]) -> io::Result<(usize, u8)> {
+/// Reads into `out`'s unfilled part from a socket with kernel TLS receive keys: at
+/// most one record's bytes, or the next part of one that did not fit before. Returns
+/// how many bytes, now initialized in `out` but not marked filled, and the record's
+/// content type (`None` when the kernel sent none: end of stream).
+pub fn recv_record(fd: RawFd, out: &mut ReadBuf<'_>) -> io::Result<(usize, Option<u8>)> {
     let mut control = [0u64; CMSG_SPACE / 8];
+    // SAFETY: the memory is only handed to the kernel, which writes to it and never
+    // reads it, so it may be uninitialized.
+    let unfilled = unsafe { out.unfilled_mut() };
     let mut iov = libc::iovec {
-        iov_base: buf.as_mut_ptr().cast(),
-        iov_len: buf.len(),
+        iov_base: unfilled.as_mut_ptr().cast(),
+        iov_len: unfilled.len(),
     };
     // SAFETY: a zeroed msghdr is a valid empty one; the fields set below point into
-    // `iov`, `buf` and `control`, which outlive the call.
+    // `iov`, `unfilled` and `control`, which outlive the call.
     let mut msg: libc::msghdr = unsafe { mem::zeroed() };
     msg.msg_iov = &raw mut iov;
     msg.msg_iovlen = 1;
     msg.msg_control = control.as_mut_ptr().cast();
     msg.msg_controllen = mem::size_of_val(&control) as _;
-    // SAFETY: `msg` describes writable memory owned by this frame (see above).
+    // SAFETY: `msg` describes writable memory owned by this frame or by `out`.
     let n = unsafe { libc::recvmsg(fd, &raw mut msg, 0) };
     let n = usize::try_from(n).map_err(|_| io::Error::last_os_error())?;
-    // Application data comes without a control message; anything else names its type.
-    let mut record_type = APPLICATION_DATA;
+    // SAFETY: the kernel wrote `n` bytes at the start of the unfilled part.
+    unsafe { out.assume_init(n) };
+    // Every record read names its type, application data included.
+    let mut record_type = None;
     // SAFETY: the CMSG_* macros walk `control` within `msg_controllen`, as the kernel
     // filled it in; the data of a TLS_GET_RECORD_TYPE message is one byte.
     unsafe {
@@ -199,7 +207,7 @@ pub fn recv_record(fd: RawFd, buf: &mut [u8]) -> io::Result<(usize, u8)> {
         while !cmsg.is_null() {
             if (*cmsg).cmsg_level == libc::SOL_TLS && (*cmsg).cmsg_type == libc::TLS_GET_RECORD_TYPE
             {
-                record_type = *libc::CMSG_DATA(cmsg);
+                record_type = Some(*libc::CMSG_DATA(cmsg));
             }
             cmsg = libc::CMSG_NXTHDR(&raw const msg, cmsg);
         }

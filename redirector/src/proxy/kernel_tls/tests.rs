@@ -25,10 +25,13 @@ use crate::{
 };
 
 const GREETING: &[u8] = b"hello from the server";
+const UPDATE: &[u8] = b"update your keys";
+const UPDATED: &[u8] = b"keys updated";
 
-/// A TLS 1.3 connection to a server that greets, then echoes what it reads prefixed
-/// with `echo:` until the client closes; the server task returns whether the client
-/// closed with close_notify. The server picks `cipher`.
+/// A TLS 1.3 connection to a server that greets, then echoes what it reads until the
+/// client closes, except that on reading exactly [`UPDATE`] it updates its keys
+/// (KeyUpdate) and says [`UPDATED`]. The server task returns whether the client closed
+/// with close_notify. The server picks `cipher`.
 async fn connected(record_bounded: bool, cipher: CipherSuite) -> (UpstreamTls, JoinHandle<bool>) {
     let ca = Ca::new("kernel TLS test CA");
     let leaf = ca.leaf(&["api.example.test"], false);
@@ -50,14 +53,15 @@ async fn connected(record_bounded: bool, cipher: CipherSuite) -> (UpstreamTls, J
         let (tcp, _) = listener.accept().await.unwrap();
         let mut tls = acceptor.accept(tcp).await.unwrap();
         tls.write_all(GREETING).await.unwrap();
-        let mut buf = [0u8; 1024];
+        let mut buf = vec![0u8; 64 * 1024];
         loop {
             match tls.read(&mut buf).await {
                 Ok(0) => return true,
-                Ok(n) => {
-                    let reply = [b"echo:", &buf[..n]].concat();
-                    tls.write_all(&reply).await.unwrap();
+                Ok(n) if &buf[..n] == UPDATE => {
+                    tls.get_mut().1.refresh_traffic_keys().unwrap();
+                    tls.write_all(UPDATED).await.unwrap();
                 }
+                Ok(n) => tls.write_all(&buf[..n]).await.unwrap(),
                 Err(_) => return false,
             }
         }
@@ -191,7 +195,7 @@ async fn keys_open_and_seal(cipher: CipherSuite) {
     let (kind, echo) = opener.open(&read_record(&mut tcp).await);
     assert_eq!(
         (kind, echo.as_slice()),
-        (sys::APPLICATION_DATA, &b"echo:ping"[..])
+        (sys::APPLICATION_DATA, &b"ping"[..])
     );
     tcp.write_all(&sealer.seal(ALERT, &[1, 0])).await.unwrap();
     assert!(served.await.unwrap(), "the server took our close_notify");
@@ -221,32 +225,80 @@ async fn a_key_handed_over_mid_stream_starts_at_the_next_record() {
     let (kind, echo) = opener.open(&read_record(&mut tcp).await);
     assert_eq!(
         (kind, echo.as_slice()),
-        (sys::APPLICATION_DATA, &b"echo:later"[..])
+        (sys::APPLICATION_DATA, &b"later"[..])
     );
     drop(tcp);
     assert!(!served.await.unwrap(), "closed without close_notify");
 }
 
-#[tokio::test]
-async fn a_connection_is_handed_to_the_kernel_where_it_has_tls_and_works_either_way() {
+/// Offloads a fresh connection: to the kernel where the probe finds kernel TLS, else
+/// it stays in rustls (and the test checks that it does). `true`: handed over.
+async fn offloaded(cipher: CipherSuite) -> (Box<dyn Io>, bool, JoinHandle<bool>) {
     let kernel = KernelTls { ciphers: ciphers() };
-    let (stream, served) = connected(true, CipherSuite::TLS13_AES_128_GCM_SHA256).await;
-    let handed = kernel.offload(stream).unwrap();
-    let mut stream: Box<dyn Io> = match (handed, probe()) {
-        (Offload::Kernel(stream), Ok(_)) => Box::new(stream),
-        (Offload::Rustls(stream), Err(KernelTlsError::Unavailable(_))) => Box::new(stream),
+    let (mut stream, served) = connected(true, cipher).await;
+    assert!(kernel.eligible(&mut stream).is_some(), "{cipher:?}");
+    let (stream, handed): (Box<dyn Io>, _) = match (kernel.offload(stream).unwrap(), probe()) {
+        (Offload::Kernel(stream), Ok(_)) => (Box::new(stream), true),
+        (Offload::Rustls(stream), Err(KernelTlsError::Unavailable(_))) => (Box::new(stream), false),
         (Offload::Kernel(_), Err(error)) => panic!("handed over, but the probe says {error}"),
         (Offload::Rustls(_), probed) => panic!("kept in rustls, the probe says {probed:?}"),
     };
+    (stream, handed, served)
+}
+
+#[tokio::test]
+async fn a_connection_is_handed_to_the_kernel_where_it_has_tls_and_works_either_way() {
+    for cipher in ciphers() {
+        let (mut stream, handed, served) = offloaded(cipher).await;
+        let mut greeting = vec![0u8; GREETING.len()];
+        stream.read_exact(&mut greeting).await.unwrap();
+        assert_eq!(greeting, GREETING, "{cipher:?}");
+        // Small reads and writes, then a megabyte each way at once.
+        stream.write_all(b"ping").await.unwrap();
+        let mut byte = [0u8; 1];
+        for expected in b"ping" {
+            stream.read_exact(&mut byte).await.unwrap();
+            assert_eq!(byte[0], *expected);
+        }
+        let sent: Vec<u8> = (0..1 << 20).map(|i: u32| (i % 251) as u8).collect();
+        let (mut read, mut write) = tokio::io::split(stream);
+        let writer = async {
+            write.write_all(&sent).await.unwrap();
+            write
+        };
+        let reader = async {
+            let mut echoed = vec![0u8; sent.len()];
+            read.read_exact(&mut echoed).await.unwrap();
+            echoed
+        };
+        let (mut write, echoed) = tokio::join!(writer, reader);
+        assert!(echoed == sent, "{cipher:?}: the megabyte came back changed");
+        write.shutdown().await.unwrap();
+        assert!(
+            served.await.unwrap(),
+            "{cipher:?}: closed with close_notify"
+        );
+        let mut rest = Vec::new();
+        read.read_to_end(&mut rest).await.unwrap_or_default();
+        assert!(rest.is_empty(), "handed over: {handed}");
+    }
+}
+
+#[tokio::test]
+async fn a_server_key_update_ends_a_kernel_connection_and_not_a_rustls_one() {
+    let (mut stream, handed, _served) = offloaded(CipherSuite::TLS13_AES_256_GCM_SHA384).await;
     let mut greeting = vec![0u8; GREETING.len()];
     stream.read_exact(&mut greeting).await.unwrap();
-    assert_eq!(greeting, GREETING);
-    stream.write_all(b"ping").await.unwrap();
-    let mut echo = [0u8; 9];
-    stream.read_exact(&mut echo).await.unwrap();
-    assert_eq!(&echo, b"echo:ping");
-    stream.shutdown().await.unwrap();
-    assert!(served.await.unwrap(), "closed with close_notify");
+    stream.write_all(UPDATE).await.unwrap();
+    let mut reply = vec![0u8; UPDATED.len()];
+    let read = stream.read_exact(&mut reply).await;
+    if handed {
+        let error = read.unwrap_err();
+        assert!(error.to_string().contains("KeyUpdate"), "{error}");
+    } else {
+        read.unwrap();
+        assert_eq!(reply, UPDATED);
+    }
 }
 
 #[tokio::test]
