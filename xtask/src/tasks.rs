@@ -98,11 +98,13 @@ pub fn test(extra: &[String]) -> Result<ExitCode> {
     let lint = lint()?;
     check_status(cargo().args(["build", "-p", "redirector"]))?;
     let bin = target_dir().join("debug/redirector");
+    let unit_tests = unit_test_binary("redirector")?;
     let status = status(
         cargo()
             .args(["test", "--workspace"])
             .args(extra)
             .env("REDIRECTOR_BIN", &bin)
+            .env("REDIRECTOR_UNIT_TESTS", &unit_tests)
             .env("PATH", packages::path_with_sbin()),
     )?;
     if lint != ExitCode::SUCCESS {
@@ -112,10 +114,38 @@ pub fn test(extra: &[String]) -> Result<ExitCode> {
     Ok(exit_code(status))
 }
 
+/// Builds the unit tests of library crate `name` and returns their binary, for tests
+/// that run it elsewhere (`xtask/tests/kernel_tls_guest.rs` boots it in a guest kernel).
+fn unit_test_binary(name: &str) -> Result<PathBuf> {
+    let out = cargo()
+        .args([
+            "test",
+            "-p",
+            name,
+            "--lib",
+            "--no-run",
+            "--message-format=json",
+        ])
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .context("cargo test --no-run")?;
+    if !out.status.success() {
+        bail!("building the unit tests of {name} failed ({})", out.status);
+    }
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|m| m["reason"] == "compiler-artifact" && m["target"]["name"] == name)
+        .filter(|m| m["profile"]["test"] == true)
+        .find_map(|m| m["executable"].as_str().map(PathBuf::from))
+        .with_context(|| format!("cargo named no unit-test binary for {name}"))
+}
+
 /// The programs the end-to-end tests run, and the Debian package of each: the test bed
 /// (`ip`, `nsenter`, `unshare`, `sysctl`), wire captures (`tcpdump`),
-/// the test PKI (`openssl`), and the HTTP tests' client and server (curl, nginx).
-const TEST_PROGRAMS: [(&str, &str); 7] = [
+/// the test PKI (`openssl`), the HTTP tests' client and server (curl, nginx), and the
+/// guest kernel of the kernel-TLS tests (qemu, depmod, cpio; `xtask/src/guest.rs`).
+const TEST_PROGRAMS: [(&str, &str); 10] = [
     ("ip", "iproute2"),
     ("nsenter", "util-linux"),
     ("unshare", "util-linux"),
@@ -123,6 +153,9 @@ const TEST_PROGRAMS: [(&str, &str); 7] = [
     ("tcpdump", "tcpdump"),
     ("openssl", "openssl"),
     ("curl", "curl"),
+    ("qemu-system-x86_64", "qemu-system-x86"),
+    ("depmod", "kmod"),
+    ("cpio", "cpio"),
 ];
 
 /// Debian packages the end-to-end tests need and `PATH` lacks.
