@@ -138,6 +138,14 @@ impl RecordKey {
     }
 }
 
+/// The socket under a connection, and its keys as the kernel would be given them.
+fn extracted(stream: UpstreamTls) -> (TcpStream, RecordKey, RecordKey) {
+    let (transport, session) = stream.into_inner();
+    let secrets = session.dangerous_extract_secrets().unwrap();
+    let key = |(seq, secret): &(u64, _)| RecordKey::new(&CryptoInfo::tls13(*seq, secret).unwrap());
+    (transport.into_inner(), key(&secrets.rx), key(&secrets.tx))
+}
+
 async fn read_record(tcp: &mut TcpStream) -> Vec<u8> {
     let mut header = [0u8; 5];
     tcp.read_exact(&mut header).await.unwrap();
@@ -163,13 +171,7 @@ async fn keys_open_and_seal(cipher: CipherSuite) {
     let (transport, session) = stream.get_ref();
     assert!(transport.is_clean(), "nothing read past the handshake");
     assert_eq!(session.protocol_version(), Some(ProtocolVersion::TLSv1_3));
-    let (transport, session) = stream.into_inner();
-    let secrets = session.dangerous_extract_secrets().unwrap();
-    let mut tcp = transport.into_inner();
-    let (rx_seq, rx) = &secrets.rx;
-    let (tx_seq, tx) = &secrets.tx;
-    let mut opener = RecordKey::new(&CryptoInfo::tls13(*rx_seq, rx).unwrap());
-    let mut sealer = RecordKey::new(&CryptoInfo::tls13(*tx_seq, tx).unwrap());
+    let (mut tcp, mut opener, mut sealer) = extracted(stream);
 
     // The server's session tickets come first, as post-handshake messages.
     let mut handshake = Vec::new();
@@ -206,19 +208,13 @@ async fn a_key_handed_over_mid_stream_starts_at_the_next_record() {
     let (mut stream, served) = connected(true, CipherSuite::TLS13_AES_128_GCM_SHA256).await;
     let mut greeting = vec![0u8; GREETING.len()];
     stream.read_exact(&mut greeting).await.unwrap();
-    let (transport, session) = stream.into_inner();
-    let secrets = session.dangerous_extract_secrets().unwrap();
-    let mut tcp = transport.into_inner();
-    let (rx_seq, rx) = &secrets.rx;
-    assert!(*rx_seq > 1, "tickets and the greeting were read: {rx_seq}");
-    let info = CryptoInfo::tls13(*rx_seq, rx).unwrap();
-    assert_eq!(
-        info.parts().3,
-        rx_seq.to_be_bytes(),
-        "rec_seq is big-endian"
+    let (mut tcp, mut opener, mut sealer) = extracted(stream);
+    assert!(
+        opener.seq > 1,
+        "tickets and the greeting were read: {}",
+        opener.seq
     );
-    let mut opener = RecordKey::new(&info);
-    let mut sealer = RecordKey::new(&CryptoInfo::tls13(secrets.tx.0, &secrets.tx.1).unwrap());
+    assert_eq!(sealer.seq, 0, "nothing was sent");
     tcp.write_all(&sealer.seal(sys::APPLICATION_DATA, b"later"))
         .await
         .unwrap();
