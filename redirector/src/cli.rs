@@ -145,13 +145,12 @@ pub struct RunArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     pub worker_threads: Option<u16>,
 
-    /// Kernel TLS for the upstream connections of bytes Backends (protocol TCP): after
-    /// rustls's TLS 1.3 handshake the session keys go to the kernel, which then seals
-    /// and opens records on the socket. `auto` probes the kernel at start and keeps TLS
-    /// in rustls where it has none (CONFIG_TLS); `require` refuses to start there.
-    /// Connections handed over are not resumed later (their session tickets are
-    /// dropped), end on a server's KeyUpdate, and end at the cipher's record limit
-    /// (AES-GCM: 2^24 writes) instead of rekeying. HTTP Backends stay in rustls.
+    /// Kernel TLS for upstream TLS connections: after rustls's TLS 1.3 handshake the
+    /// session keys go to the kernel, which then seals and opens records on the socket.
+    /// `auto` probes the kernel at start and keeps TLS in rustls where it has none
+    /// (CONFIG_TLS); `require` refuses to start there. Connections handed over are not
+    /// resumed later (their session tickets are dropped), end on a server's KeyUpdate,
+    /// and end at the cipher's record limit (AES-GCM: 2^24 writes) instead of rekeying.
     #[arg(long, value_enum, value_name = "MODE", default_value_t = KernelTlsMode::Off)]
     pub kernel_tls: KernelTlsMode,
 

@@ -61,8 +61,8 @@ pub struct Shared {
     pub tasks: TaskTracker,
     /// Pipes for splice(2) between plain TCP sockets.
     pub pipes: Pipes,
-    /// Whether upstream TLS of bytes Backends moves into the kernel (`--kernel-tls`).
-    pub kernel_tls: KernelTls,
+    /// Whether upstream TLS moves into the kernel (`--kernel-tls`).
+    pub kernel_tls: Arc<KernelTls>,
 }
 
 /// The most pipes the proxy keeps for splice(2) (two descriptors each). A pipe is held

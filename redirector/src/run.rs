@@ -172,7 +172,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         shutdown: shutdown.clone(),
         tasks: tokio_util::task::TaskTracker::new(),
         pipes: proxy::Pipes::new(proxy::MAX_PIPES),
-        kernel_tls,
+        kernel_tls: Arc::new(kernel_tls),
     });
     let dns = DnsSettings {
         min_ttl: args.dns.dns_min_ttl,

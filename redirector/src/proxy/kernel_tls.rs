@@ -1,6 +1,7 @@
-//! Kernel TLS (kTLS) for the upstream connections of bytes Backends: once rustls has
-//! made the handshake, the session keys go to the kernel (`setsockopt(SOL_TLS)`), which
-//! seals and opens the records on the socket itself, and the proxy moves plaintext.
+//! Kernel TLS (kTLS) for upstream TLS connections, of bytes and HTTP Backends alike:
+//! once rustls has made the handshake, the session keys go to the kernel
+//! (`setsockopt(SOL_TLS)`), which seals and opens the records on the socket itself, and
+//! the proxy reads and writes plaintext.
 //!
 //! Opt-in with `--kernel-tls`, probed once at start: a kernel without the `tls` module
 //! (`CONFIG_TLS` unset) leaves every connection in rustls. A connection is handed over
@@ -83,8 +84,8 @@ impl KernelTls {
             (Ok(ciphers), _) => {
                 tracing::info!(
                     ?ciphers,
-                    "kernel TLS: TLS 1.3 connections of bytes Backends hand their keys to \
-                     the kernel after the handshake"
+                    "kernel TLS: upstream TLS 1.3 connections hand their keys to the \
+                     kernel after the handshake"
                 );
                 Ok(Self { ciphers })
             }

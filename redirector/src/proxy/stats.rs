@@ -157,7 +157,7 @@ impl Stats {
         );
         registry.register(
             "redirector_kernel_tls_connections",
-            "Upstream TLS connections of bytes Backends handed to kernel TLS",
+            "Upstream TLS connections handed to kernel TLS (--kernel-tls)",
             self.kernel_tls_connections.clone(),
         );
         self.http.register(registry);

@@ -132,14 +132,13 @@ fn build(
         }
         _ => builder.with_no_client_auth(),
     };
+    // Lets `--kernel-tls` take the keys of a finished handshake; nothing else reads them.
+    config.enable_secret_extraction = true;
     // Session resumption is on by default (in-memory, 256 sessions per Backend, shared
     // by both configurations).
     let mut http1_config = config.clone();
     http1_config.alpn_protocols = vec![HTTP11.to_vec()];
     config.alpn_protocols = alpn(protocol);
-    // Lets `--kernel-tls` take the keys of a finished handshake (bytes Backends only);
-    // nothing else reads them.
-    config.enable_secret_extraction = true;
     Ok(TlsOrigination {
         config: Arc::new(config),
         http1_config: Arc::new(http1_config),

@@ -187,3 +187,26 @@ fn pool_idle_timeout_closes_idle_upstream_connections() {
     );
     t.assert_sample(OPENED, &[("backend", API_BACKEND)], 2.0);
 }
+
+/// `--kernel-tls auto`: upstream connections of HTTP Backends are handed to the kernel
+/// where it has TLS and stay in rustls where it has none (here); requests work either
+/// way, over HTTP/1.1 and HTTP/2 upstreams.
+#[test]
+fn kernel_tls_auto_serves_http_backends_either_way() {
+    for protocol in ["HTTP11", "HTTP2"] {
+        let (t, nginx) = tls_bed(protocol, "", &["--kernel-tls", "auto"]);
+        for _ in 0..3 {
+            t.curl(&["--http1.1", &url(API_HOST, TLS_PORT, "/")])
+                .assert_status(200);
+        }
+        assert_eq!(nginx.wait_for_requests(3).len(), 3, "{protocol}");
+        let text = t.metrics();
+        let ciphers = sample(&text, "redirector_kernel_tls_ciphers", &[]);
+        let handed = sample(&text, "redirector_kernel_tls_connections_total", &[]);
+        match ciphers {
+            Some(0.0) => assert_eq!(handed, Some(0.0), "{protocol}: {text}"),
+            Some(_) => assert!(handed.is_some_and(|h| h >= 1.0), "{protocol}: {text}"),
+            None => panic!("{protocol}: no kernel TLS gauge: {text}"),
+        }
+    }
+}

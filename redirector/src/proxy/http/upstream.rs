@@ -1,5 +1,6 @@
 //! Dialing an upstream for HTTP: TCP to the dialed address from an exempt socket, then
-//! TLS as the Backend says, with the ALPN its protocol asks for.
+//! TLS as the Backend says, with the ALPN its protocol asks for, its keys handed to the
+//! kernel where `--kernel-tls` can (`kernel_tls.rs`).
 
 use std::{
     future::Future,
@@ -24,7 +25,6 @@ use tokio::{
     io::{AsyncRead, AsyncWrite, ReadBuf},
     net::TcpStream,
 };
-use tokio_util::either::Either;
 
 use super::{error::HttpError, metrics::BackendHttp};
 use crate::{
@@ -32,6 +32,7 @@ use crate::{
     proxy::{
         Shared,
         connection::connect_any,
+        kernel_tls::{KernelTls, KernelTlsStream, Offload},
         stats::Stats,
         tcp::{self, UpstreamTls},
     },
@@ -69,6 +70,7 @@ pub struct Dialer {
     pub connect_timeout: Duration,
     pub metrics: Arc<BackendHttp>,
     pub stats: Arc<Stats>,
+    pub kernel_tls: Arc<KernelTls>,
 }
 
 impl Dialer {
@@ -85,6 +87,7 @@ impl Dialer {
             connect_timeout: shared.limits.connect_timeout,
             metrics,
             stats: shared.stats.clone(),
+            kernel_tls: shared.kernel_tls.clone(),
         }
     }
 
@@ -98,16 +101,30 @@ impl Dialer {
                 detail: format!("cannot connect to {error}"),
             })?;
         let upstream = match &self.tls {
-            None => Upstream(Either::Left(tcp)),
+            None => Upstream::Plain(tcp),
             Some(tls) => {
                 let config = config.unwrap_or_else(|| tls.config.clone());
-                let stream = tcp::handshake_with(tls, config, tcp, self.connect_timeout, false)
+                let bounded = self.kernel_tls.enabled();
+                let stream = tcp::handshake_with(tls, config, tcp, self.connect_timeout, bounded)
                     .await
                     .map_err(|refused| DialError {
                         kind: HttpError::UpstreamHandshake,
                         detail: format!("{to}: {}", refused.detail),
                     })?;
-                Upstream(Either::Right(Box::new(stream)))
+                let h2 = stream.get_ref().1.alpn_protocol() == Some(H2);
+                match self.kernel_tls.offload(stream) {
+                    Ok(Offload::Kernel(stream)) => {
+                        self.stats.kernel_tls_connection();
+                        Upstream::Kernel(Box::new(stream), h2)
+                    }
+                    Ok(Offload::Rustls(stream)) => Upstream::Tls(Box::new(stream)),
+                    Err(error) => {
+                        return Err(DialError {
+                            kind: HttpError::UpstreamHandshake,
+                            detail: format!("{to}: {error}"),
+                        });
+                    }
+                }
             }
         };
         self.stats.connected(&self.metrics.name, started.elapsed());
@@ -133,19 +150,48 @@ impl tower_service::Service<Uri> for Dialer {
     }
 }
 
-/// An upstream connection, plain or TLS; what hyper's client is told about it.
-pub struct Upstream(Either<TcpStream, Box<UpstreamTls>>);
+/// An upstream connection, plain or TLS (in rustls, or in the kernel with whether ALPN
+/// chose HTTP/2); what hyper's client is told about it.
+pub enum Upstream {
+    Plain(TcpStream),
+    Tls(Box<UpstreamTls>),
+    Kernel(Box<KernelTlsStream>, bool),
+}
 
 impl Connection for Upstream {
     fn connected(&self) -> Connected {
         let connected = Connected::new().extra(UpstreamConnection::default());
-        match &self.0 {
-            Either::Right(tls) if tls.get_ref().1.alpn_protocol() == Some(H2) => {
-                connected.negotiated_h2()
-            }
-            _ => connected,
+        let h2 = match self {
+            Upstream::Plain(_) => false,
+            Upstream::Tls(tls) => tls.get_ref().1.alpn_protocol() == Some(H2),
+            Upstream::Kernel(_, h2) => *h2,
+        };
+        if h2 {
+            connected.negotiated_h2()
+        } else {
+            connected
         }
     }
+}
+
+/// `$call` on whichever stream `$upstream` holds, as `Pin<&mut _>` named `$io`.
+macro_rules! each {
+    ($upstream:expr, $io:ident => $call:expr) => {
+        match &mut *$upstream {
+            Upstream::Plain(stream) => {
+                let $io = Pin::new(stream);
+                $call
+            }
+            Upstream::Tls(stream) => {
+                let $io = Pin::new(&mut **stream);
+                $call
+            }
+            Upstream::Kernel(stream, _) => {
+                let $io = Pin::new(&mut **stream);
+                $call
+            }
+        }
+    };
 }
 
 impl AsyncRead for Upstream {
@@ -154,7 +200,7 @@ impl AsyncRead for Upstream {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.0).poll_read(cx, buf)
+        each!(self, io => io.poll_read(cx, buf))
     }
 }
 
@@ -164,7 +210,7 @@ impl AsyncWrite for Upstream {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.0).poll_write(cx, buf)
+        each!(self, io => io.poll_write(cx, buf))
     }
 
     fn poll_write_vectored(
@@ -172,18 +218,22 @@ impl AsyncWrite for Upstream {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.0).poll_write_vectored(cx, bufs)
+        each!(self, io => io.poll_write_vectored(cx, bufs))
     }
 
     fn is_write_vectored(&self) -> bool {
-        self.0.is_write_vectored()
+        match self {
+            Upstream::Plain(stream) => stream.is_write_vectored(),
+            Upstream::Tls(stream) => stream.is_write_vectored(),
+            Upstream::Kernel(stream, _) => stream.is_write_vectored(),
+        }
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.0).poll_flush(cx)
+        each!(self, io => io.poll_flush(cx))
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.0).poll_shutdown(cx)
+        each!(self, io => io.poll_shutdown(cx))
     }
 }

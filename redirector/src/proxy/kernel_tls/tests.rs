@@ -3,7 +3,7 @@
 //! are verified even on a kernel without TLS; the hand-over itself runs where the
 //! kernel has it and is checked to fall back where it does not.
 
-use std::sync::Arc;
+use std::{future::Future, sync::Arc};
 
 use aws_lc_rs::aead::{AES_128_GCM, AES_256_GCM, Aad, CHACHA20_POLY1305, LessSafeKey, Nonce};
 use rustls::ServerConfig;
@@ -33,6 +33,39 @@ const UPDATED: &[u8] = b"keys updated";
 /// (KeyUpdate) and says [`UPDATED`]. The server task returns whether the client closed
 /// with close_notify. The server picks `cipher`.
 async fn connected(record_bounded: bool, cipher: CipherSuite) -> (UpstreamTls, JoinHandle<bool>) {
+    connected_to(record_bounded, cipher, echo).await
+}
+
+/// The server of [`connected`].
+async fn echo(mut tls: ServerTls) -> bool {
+    tls.write_all(GREETING).await.unwrap();
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match tls.read(&mut buf).await {
+            Ok(0) => return true,
+            Ok(n) if &buf[..n] == UPDATE => {
+                tls.get_mut().1.refresh_traffic_keys().unwrap();
+                tls.write_all(UPDATED).await.unwrap();
+            }
+            Ok(n) => tls.write_all(&buf[..n]).await.unwrap(),
+            Err(_) => return false,
+        }
+    }
+}
+
+type ServerTls = tokio_rustls::server::TlsStream<TcpStream>;
+
+/// A TLS 1.3 connection to a server that picks `cipher` and runs `serve`.
+async fn connected_to<F, Served>(
+    record_bounded: bool,
+    cipher: CipherSuite,
+    serve: F,
+) -> (UpstreamTls, JoinHandle<Served::Output>)
+where
+    F: FnOnce(ServerTls) -> Served + Send + 'static,
+    Served: Future + Send + 'static,
+    Served::Output: Send + 'static,
+{
     let ca = Ca::new("kernel TLS test CA");
     let leaf = ca.leaf(&["api.example.test"], false);
     let mut server_config = Arc::unwrap_or_clone(server(&leaf, None));
@@ -51,20 +84,7 @@ async fn connected(record_bounded: bool, cipher: CipherSuite) -> (UpstreamTls, J
     let addr = listener.local_addr().unwrap();
     let served = tokio::spawn(async move {
         let (tcp, _) = listener.accept().await.unwrap();
-        let mut tls = acceptor.accept(tcp).await.unwrap();
-        tls.write_all(GREETING).await.unwrap();
-        let mut buf = vec![0u8; 64 * 1024];
-        loop {
-            match tls.read(&mut buf).await {
-                Ok(0) => return true,
-                Ok(n) if &buf[..n] == UPDATE => {
-                    tls.get_mut().1.refresh_traffic_keys().unwrap();
-                    tls.write_all(UPDATED).await.unwrap();
-                }
-                Ok(n) => tls.write_all(&buf[..n]).await.unwrap(),
-                Err(_) => return false,
-            }
-        }
+        serve(acceptor.accept(tcp).await.unwrap()).await
     });
     let origination = TlsOrigination::for_backend(
         &backend(TlsMode::ServerOnly, vec![], Protocol::Tcp),
@@ -230,8 +250,16 @@ async fn a_key_handed_over_mid_stream_starts_at_the_next_record() {
 /// Offloads a fresh connection: to the kernel where the probe finds kernel TLS, else
 /// it stays in rustls (and the test checks that it does). `true`: handed over.
 async fn offloaded(cipher: CipherSuite) -> (Box<dyn Io>, bool, JoinHandle<bool>) {
+    let (stream, served) = connected(true, cipher).await;
+    let (stream, handed) = offload_here(stream);
+    (stream, handed, served)
+}
+
+/// [`KernelTls::offload`] as this kernel allows: the kernel path where the probe finds
+/// kernel TLS, else rustls (checked). `true`: handed over.
+fn offload_here(mut stream: UpstreamTls) -> (Box<dyn Io>, bool) {
     let kernel = KernelTls { ciphers: ciphers() };
-    let (mut stream, served) = connected(true, cipher).await;
+    let cipher = stream.get_ref().1.negotiated_cipher_suite();
     assert!(kernel.eligible(&mut stream).is_some(), "{cipher:?}");
     let (stream, handed): (Box<dyn Io>, _) = match (kernel.offload(stream).unwrap(), probe()) {
         (Offload::Kernel(stream), Ok(_)) => (Box::new(stream), true),
@@ -240,7 +268,7 @@ async fn offloaded(cipher: CipherSuite) -> (Box<dyn Io>, bool, JoinHandle<bool>)
         (Offload::Rustls(_), probed) => panic!("kept in rustls, the probe says {probed:?}"),
     };
     assert!(handed || !expect_kernel_tls(), "kept in rustls");
-    (stream, handed, served)
+    (stream, handed)
 }
 
 #[tokio::test]
@@ -298,6 +326,49 @@ async fn a_server_key_update_ends_a_kernel_connection_and_not_a_rustls_one() {
     }
 }
 
+/// The body of every response of [`http_server`].
+const BODY: usize = 100_000;
+
+/// An HTTP/1.1 server answering every request with [`BODY`] bytes; `true` if the client
+/// closed cleanly.
+async fn http_server(tls: ServerTls) -> bool {
+    use http_body_util::Full;
+    let service = hyper::service::service_fn(|_request| async {
+        let body = Full::new(bytes::Bytes::from(vec![7u8; BODY]));
+        Ok::<_, std::convert::Infallible>(hyper::Response::new(body))
+    });
+    hyper::server::conn::http1::Builder::new()
+        .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
+        .await
+        .is_ok()
+}
+
+#[tokio::test]
+async fn http_requests_run_over_a_handed_over_connection() {
+    use http_body_util::{BodyExt, Empty};
+    let cipher = CipherSuite::TLS13_CHACHA20_POLY1305_SHA256;
+    let (stream, served) = connected_to(true, cipher, http_server).await;
+    let (stream, handed) = offload_here(stream);
+    let io = hyper_util::rt::TokioIo::new(stream);
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(io).await.unwrap();
+    let connection = tokio::spawn(connection);
+    for _ in 0..3 {
+        let request = hyper::Request::get("/")
+            .header("host", "api.example.test")
+            .body(Empty::<bytes::Bytes>::new())
+            .unwrap();
+        let response = sender.send_request(request).await.unwrap();
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        assert!(
+            body.len() == BODY && body.iter().all(|&b| b == 7),
+            "handed over: {handed}"
+        );
+    }
+    drop(sender);
+    connection.await.unwrap().unwrap();
+    assert!(served.await.unwrap(), "handed over: {handed}");
+}
+
 #[tokio::test]
 async fn an_unbounded_handshake_stays_in_rustls() {
     let kernel = KernelTls { ciphers: ciphers() };
@@ -336,5 +407,5 @@ fn expect_kernel_tls() -> bool {
     std::env::var_os("REDIRECTOR_EXPECT_KERNEL_TLS").is_some()
 }
 
-trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin {}
-impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin> Io for T {}
+trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Io for T {}
