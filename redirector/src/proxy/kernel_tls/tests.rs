@@ -1,7 +1,8 @@
 //! Kernel TLS against an in-process rustls server over loopback TCP. The keys handed to
 //! the kernel are checked by opening and sealing real records with them here, so they
-//! are verified even on a kernel without TLS; the hand-over itself runs where the
-//! kernel has it and is checked to fall back where it does not.
+//! are verified even on a kernel without TLS; the hand-over itself (HTTP through hyper:
+//! `tests/http.rs`) runs where the kernel has it and is checked to fall back where it
+//! does not.
 
 use std::{future::Future, sync::Arc};
 
@@ -326,49 +327,6 @@ async fn a_server_key_update_ends_a_kernel_connection_and_not_a_rustls_one() {
     }
 }
 
-/// The body of every response of [`http_server`].
-const BODY: usize = 100_000;
-
-/// An HTTP/1.1 server answering every request with [`BODY`] bytes; `true` if the client
-/// closed cleanly.
-async fn http_server(tls: ServerTls) -> bool {
-    use http_body_util::Full;
-    let service = hyper::service::service_fn(|_request| async {
-        let body = Full::new(bytes::Bytes::from(vec![7u8; BODY]));
-        Ok::<_, std::convert::Infallible>(hyper::Response::new(body))
-    });
-    hyper::server::conn::http1::Builder::new()
-        .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
-        .await
-        .is_ok()
-}
-
-#[tokio::test]
-async fn http_requests_run_over_a_handed_over_connection() {
-    use http_body_util::{BodyExt, Empty};
-    let cipher = CipherSuite::TLS13_CHACHA20_POLY1305_SHA256;
-    let (stream, served) = connected_to(true, cipher, http_server).await;
-    let (stream, handed) = offload_here(stream);
-    let io = hyper_util::rt::TokioIo::new(stream);
-    let (mut sender, connection) = hyper::client::conn::http1::handshake(io).await.unwrap();
-    let connection = tokio::spawn(connection);
-    for _ in 0..3 {
-        let request = hyper::Request::get("/")
-            .header("host", "api.example.test")
-            .body(Empty::<bytes::Bytes>::new())
-            .unwrap();
-        let response = sender.send_request(request).await.unwrap();
-        let body = response.into_body().collect().await.unwrap().to_bytes();
-        assert!(
-            body.len() == BODY && body.iter().all(|&b| b == 7),
-            "handed over: {handed}"
-        );
-    }
-    drop(sender);
-    connection.await.unwrap().unwrap();
-    assert!(served.await.unwrap(), "handed over: {handed}");
-}
-
 #[tokio::test]
 async fn an_unbounded_handshake_stays_in_rustls() {
     let kernel = KernelTls { ciphers: ciphers() };
@@ -406,6 +364,8 @@ fn off_never_probes_and_require_fails_where_the_probe_does() {
 fn expect_kernel_tls() -> bool {
     std::env::var_os("REDIRECTOR_EXPECT_KERNEL_TLS").is_some()
 }
+
+mod http;
 
 trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
 impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Io for T {}
