@@ -38,7 +38,10 @@ pub struct KernelTlsStream {
     handshake: Vec<u8>,
     /// An alert read in parts (a caller's buffer of one byte): its bytes so far.
     alert: Vec<u8>,
-    /// Records sent with these keys, counted high (every write ends a record).
+    /// Records sent with these keys, as the kernel cuts them when it has memory (every
+    /// write ends a record). Under memory pressure it may close records earlier than
+    /// counted; rustls's limit (AES-GCM: 2^24) sits below RFC 8446's (2^24.5), which
+    /// absorbs that.
     records_sent: u64,
     /// The cipher suite's confidentiality limit: the kernel does not rekey, so the
     /// connection ends before its keys reach it.
@@ -153,13 +156,17 @@ impl AsyncRead for KernelTlsStream {
                 Err(error) => return Poll::Ready(Err(error)),
                 Ok(read) => read,
             };
-            match (n, record_type.unwrap_or(APPLICATION_DATA)) {
-                (0, APPLICATION_DATA) => {
-                    return Poll::Ready(Err(io::Error::new(
-                        io::ErrorKind::UnexpectedEof,
-                        "peer closed connection without sending TLS close_notify",
-                    )));
-                }
+            // A kernel that read no record names no type: the end of the stream.
+            let Some(record_type) = record_type.or((n > 0).then_some(APPLICATION_DATA)) else {
+                return Poll::Ready(Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "peer closed connection without sending TLS close_notify",
+                )));
+            };
+            match (n, record_type) {
+                // An empty data record (TLS 1.3 allows them), perhaps followed by a
+                // record of another type that the kernel keeps for the next read.
+                (0, APPLICATION_DATA) => {}
                 (_, APPLICATION_DATA) => {
                     out.advance(n);
                     return Poll::Ready(Ok(()));

@@ -173,10 +173,11 @@ fn set_key<T>(fd: RawFd, way: Way, info: &T) -> io::Result<()> {
 /// Room for one control message carrying the record type (one byte).
 const CMSG_SPACE: usize = 32;
 
-/// Reads into `out`'s unfilled part from a socket with kernel TLS receive keys: at
-/// most one record's bytes, or the next part of one that did not fit before. Returns
-/// how many bytes, now initialized in `out` but not marked filled, and the record's
-/// content type (`None` when the kernel sent none: end of stream).
+/// Reads into `out`'s unfilled part from a socket with kernel TLS receive keys: the
+/// bytes of records of one content type (the kernel joins consecutive data records;
+/// a control record comes alone, or in parts when it did not fit). Returns how many
+/// bytes, now initialized in `out` but not marked filled, and their content type
+/// (`None` when the kernel named none: it read no record, the end of the stream).
 pub fn recv_record(fd: RawFd, out: &mut ReadBuf<'_>) -> io::Result<(usize, Option<u8>)> {
     let mut control = [0u64; CMSG_SPACE / 8];
     // SAFETY: the memory is only handed to the kernel, which writes to it and never

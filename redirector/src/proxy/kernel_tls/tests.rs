@@ -74,12 +74,14 @@ where
     let mut provider = Arc::unwrap_or_clone(server_config.crypto_provider().clone());
     provider.cipher_suites.retain(|s| s.suite() == cipher);
     assert_eq!(provider.cipher_suites.len(), 1, "{cipher:?}");
-    let server_config = ServerConfig::builder_with_provider(Arc::new(provider))
+    let mut server_config = ServerConfig::builder_with_provider(Arc::new(provider))
         .with_protocol_versions(&[&rustls::version::TLS13])
         .unwrap()
         .with_no_client_auth()
         .with_single_cert(certs(&leaf.0), key(&leaf.1))
         .unwrap();
+    // For servers that go on sealing records themselves (`tests/records.rs`).
+    server_config.enable_secret_extraction = true;
     let acceptor = TlsAcceptor::from(Arc::new(server_config));
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -366,6 +368,7 @@ fn expect_kernel_tls() -> bool {
 }
 
 mod http;
+mod records;
 
 trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
 impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Io for T {}

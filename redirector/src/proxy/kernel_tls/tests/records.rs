@@ -1,0 +1,43 @@
+//! Records no rustls server writes, sealed by the test with the server's own keys after
+//! its handshake: what the kernel path must read as any TLS 1.3 peer may send them.
+
+use super::*;
+
+/// A server that hands its keys over after the handshake and seals `records` (content
+/// type, plaintext) in one write, then waits for the client to close.
+async fn sealing_server(tls: ServerTls, records: Vec<(u8, Vec<u8>)>) -> bool {
+    let (mut tcp, session) = tls.into_inner();
+    let (seq, secret) = session.dangerous_extract_secrets().unwrap().tx;
+    let mut sealer = RecordKey::new(&CryptoInfo::tls13(seq, &secret).unwrap());
+    let wire: Vec<u8> = (records.iter())
+        .flat_map(|(content_type, plain)| sealer.seal(*content_type, plain))
+        .collect();
+    tcp.write_all(&wire).await.unwrap();
+    let mut rest = Vec::new();
+    tcp.read_to_end(&mut rest).await.is_ok()
+}
+
+#[tokio::test]
+async fn empty_data_records_are_skipped_up_to_the_close_notify() {
+    let records = vec![
+        (sys::APPLICATION_DATA, Vec::new()),
+        (sys::APPLICATION_DATA, b"between empty records".to_vec()),
+        (sys::APPLICATION_DATA, Vec::new()),
+        (ALERT, vec![1, 0]),
+    ];
+    for cipher in ciphers() {
+        let records = records.clone();
+        let (stream, served) = connected_to(true, cipher, |tls| sealing_server(tls, records)).await;
+        let (mut stream, handed) = offload_here(stream);
+        let mut read = Vec::new();
+        let ended = stream.read_to_end(&mut read).await;
+        assert!(
+            ended.is_ok() && read == b"between empty records",
+            "{cipher:?}, handed over: {handed}: {ended:?} after {:?}",
+            String::from_utf8_lossy(&read)
+        );
+        stream.shutdown().await.unwrap();
+        drop(stream);
+        assert!(served.await.unwrap());
+    }
+}
