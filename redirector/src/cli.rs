@@ -150,7 +150,8 @@ pub struct RunArgs {
     /// `auto` probes the kernel at start and keeps TLS in rustls where it has none
     /// (CONFIG_TLS); `require` refuses to start there. Connections handed over are not
     /// resumed later (their session tickets are dropped), end on a server's KeyUpdate,
-    /// and end at the cipher's record limit (AES-GCM: 2^24 writes) instead of rekeying.
+    /// and end at the cipher's record limit (AES-GCM: 2^24 writes) instead of rekeying;
+    /// HTTP Backends lend such a connection no more once a 16th of the limit is left.
     #[arg(long, value_enum, value_name = "MODE", default_value_t = KernelTlsMode::Off)]
     pub kernel_tls: KernelTlsMode,
 

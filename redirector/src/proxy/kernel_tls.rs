@@ -13,7 +13,8 @@
 //!
 //! What the kernel path gives up: session tickets that arrive after the hand-over are
 //! dropped (rustls's secret extraction keeps no session to store them in), a server's
-//! KeyUpdate ends the connection, and so does reaching the cipher's record limit.
+//! KeyUpdate ends the connection, and so does reaching the cipher's record limit (an
+//! HTTP pool lends a connection no more as it nears it: `KernelTlsStream::retiring`).
 
 mod stream;
 mod sys;

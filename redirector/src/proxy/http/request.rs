@@ -11,6 +11,7 @@ use http::{
     uri::{Authority, PathAndQuery, Scheme},
 };
 use hyper::body::Incoming;
+use hyper_util::client::legacy::connect::capture_connection;
 
 use super::{
     body::{Completion, LogFields, ProxyBody, metered},
@@ -175,6 +176,8 @@ impl Context {
             ))
             .await;
         }
+        // With kernel TLS a connection near its record limit asks to be lent no more.
+        let captured = (shared.kernel_tls.enabled()).then(|| capture_connection(&mut req));
         let sending = pooled.client.request(req);
         let response = if backend.protocol == Protocol::Mcp {
             // Streams may stay silent for long: only the idle timeout applies.
@@ -191,6 +194,13 @@ impl Context {
         let mut response = response.map_err(|error| ProxyError::from_client(&error, original))?;
         if let Some(connection) = response.extensions().get::<UpstreamConnection>() {
             pooled.metrics.used(connection.reused());
+            if connection.retire_if_asked(captured.as_ref()) {
+                tracing::info!(
+                    backend = %pooled.metrics.name,
+                    "kernel TLS: an upstream connection nears its cipher's record limit \
+                     (the kernel does not rekey); new requests go to a fresh one"
+                );
+            }
         }
         headers::strip_hop_by_hop(response.headers_mut(), false);
         Ok(response)

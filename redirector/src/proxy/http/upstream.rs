@@ -9,7 +9,7 @@ use std::{
     pin::Pin,
     sync::{
         Arc,
-        atomic::{AtomicU64, Ordering},
+        atomic::{AtomicBool, AtomicU64, Ordering},
     },
     task::{Context, Poll},
     time::Duration,
@@ -17,7 +17,7 @@ use std::{
 
 use http::Uri;
 use hyper_util::{
-    client::legacy::connect::{Connected, Connection},
+    client::legacy::connect::{CaptureConnection, Connected, Connection},
     rt::TokioIo,
 };
 use rustls::ClientConfig;
@@ -47,16 +47,47 @@ pub struct DialError {
     pub detail: String,
 }
 
-/// Set on every response: how many requests its upstream connection has carried.
+/// Set on every response: how many requests its upstream connection has carried, and
+/// whether it should carry no more (kernel TLS near its record limit).
 #[derive(Debug, Clone, Default)]
 pub struct UpstreamConnection {
     requests: Arc<AtomicU64>,
+    retiring: Option<Arc<AtomicBool>>,
 }
 
 impl UpstreamConnection {
     /// Counts a request; `true` if the connection had carried one before.
     pub fn reused(&self) -> bool {
         self.requests.fetch_add(1, Ordering::Relaxed) > 0
+    }
+
+    /// `true` once the connection asks to be lent no more (it stays open for the
+    /// requests it carries).
+    pub fn retiring(&self) -> bool {
+        (self.retiring.as_ref()).is_some_and(|retiring| retiring.load(Ordering::Relaxed))
+    }
+
+    /// Keeps the pool from lending the connection again once it asks to be retired;
+    /// `captured` is the request's `capture_connection`. `true` if it was retired.
+    pub fn retire_if_asked(&self, captured: Option<&CaptureConnection>) -> bool {
+        let connection = captured.filter(|_| self.retiring());
+        let metadata = connection.map(CaptureConnection::connection_metadata);
+        match metadata.as_deref() {
+            Some(Some(connected)) => {
+                connected.poison();
+                true
+            }
+            _ => false,
+        }
+    }
+
+    #[cfg(test)]
+    pub fn retired() -> Self {
+        let retiring = Some(Arc::new(AtomicBool::new(true)));
+        Self {
+            retiring,
+            ..Self::default()
+        }
     }
 }
 
@@ -160,12 +191,16 @@ pub enum Upstream {
 
 impl Connection for Upstream {
     fn connected(&self) -> Connected {
-        let connected = Connected::new().extra(UpstreamConnection::default());
-        let h2 = match self {
-            Upstream::Plain(_) => false,
-            Upstream::Tls(tls) => tls.get_ref().1.alpn_protocol() == Some(H2),
-            Upstream::Kernel(_, h2) => *h2,
+        let (h2, retiring) = match self {
+            Upstream::Plain(_) => (false, None),
+            Upstream::Tls(tls) => (tls.get_ref().1.alpn_protocol() == Some(H2), None),
+            Upstream::Kernel(kernel, h2) => (*h2, Some(kernel.retiring())),
         };
+        let connection = UpstreamConnection {
+            retiring,
+            ..UpstreamConnection::default()
+        };
+        let connected = Connected::new().extra(connection);
         if h2 {
             connected.negotiated_h2()
         } else {
@@ -237,3 +272,6 @@ impl AsyncWrite for Upstream {
         each!(self, io => io.poll_shutdown(cx))
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -5,6 +5,10 @@ use std::{
     io,
     os::fd::AsRawFd,
     pin::Pin,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
     task::{Context, Poll, ready},
 };
 
@@ -30,6 +34,10 @@ const KEY_UPDATE: u8 = 24;
 /// hundred bytes, a KeyUpdate one).
 const MAX_POST_HANDSHAKE: usize = 64 * 1024;
 
+/// What is left of the record limit when a connection asks to be retired: a 16th
+/// (2^20 writes for AES-GCM), for the requests in flight on it to finish.
+const RETIRE_SHARE: u64 = 16;
+
 /// A TCP connection with kernel TLS keys both ways.
 #[derive(Debug)]
 pub struct KernelTlsStream {
@@ -46,6 +54,9 @@ pub struct KernelTlsStream {
     /// The cipher suite's confidentiality limit: the kernel does not rekey, so the
     /// connection ends before its keys reach it.
     record_limit: u64,
+    /// Set once the records sent come within a [`RETIRE_SHARE`] of the limit: a pool
+    /// should stop lending the connection ([`KernelTlsStream::retiring`]).
+    retiring: Arc<AtomicBool>,
     /// The server's close_notify arrived: reads return EOF.
     peer_closed: bool,
     close_notify_sent: bool,
@@ -54,14 +65,33 @@ pub struct KernelTlsStream {
 impl KernelTlsStream {
     /// `socket` has its keys set; `records_sent` were sent with the send key so far.
     pub fn new(socket: TcpStream, records_sent: u64, record_limit: u64) -> Self {
-        Self {
+        let mut stream = Self {
             socket,
             handshake: Vec::new(),
             alert: Vec::new(),
             records_sent,
             record_limit,
+            retiring: Arc::new(AtomicBool::new(false)),
             peer_closed: false,
             close_notify_sent: false,
+        };
+        stream.count(0);
+        stream
+    }
+
+    /// A flag that turns true once this connection nears its cipher's record limit,
+    /// where the kernel cannot rekey and writes start to fail: new requests belong on
+    /// a fresh connection by then.
+    pub fn retiring(&self) -> Arc<AtomicBool> {
+        self.retiring.clone()
+    }
+
+    /// Adds `records` to those sent, raising [`Self::retiring`] near the limit.
+    fn count(&mut self, records: u64) {
+        self.records_sent += records;
+        let left = self.record_limit.saturating_sub(self.records_sent);
+        if left <= self.record_limit / RETIRE_SHARE {
+            self.retiring.store(true, Ordering::Relaxed);
         }
     }
 
@@ -202,7 +232,7 @@ impl AsyncWrite for KernelTlsStream {
             ))));
         }
         let written = ready!(Pin::new(&mut self.socket).poll_write(cx, buf))?;
-        self.records_sent += records(written);
+        self.count(records(written));
         Poll::Ready(Ok(written))
     }
 
@@ -247,5 +277,35 @@ mod tests {
             "64 KiB and more"
         );
         assert!(post_handshake(&[1, 0, 0, 0]).is_err(), "a ClientHello");
+    }
+
+    /// The counting alone: the socket has no keys, so its bytes go out as they are.
+    #[tokio::test]
+    async fn a_connection_asks_to_be_retired_a_sixteenth_before_its_record_limit() {
+        use tokio::io::AsyncWriteExt;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let limit = 1 << 24;
+        let retire_at = limit - limit / RETIRE_SHARE;
+        for (sent, limit, retiring) in [
+            (0, limit, false),
+            (retire_at, limit, true),
+            (u64::MAX / 2, u64::MAX, false),
+        ] {
+            let socket = TcpStream::connect(addr).await.unwrap();
+            let stream = KernelTlsStream::new(socket, sent, limit);
+            assert_eq!(
+                stream.retiring().load(Ordering::Relaxed),
+                retiring,
+                "{sent}"
+            );
+        }
+        let socket = TcpStream::connect(addr).await.unwrap();
+        let mut stream = KernelTlsStream::new(socket, retire_at - 2, limit);
+        let retiring = stream.retiring();
+        stream.write_all(b"one record").await.unwrap();
+        assert!(!retiring.load(Ordering::Relaxed), "one record short");
+        stream.write_all(&[0; MAX_PLAINTEXT + 1]).await.unwrap();
+        assert!(retiring.load(Ordering::Relaxed), "two more records");
     }
 }
