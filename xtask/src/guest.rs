@@ -15,6 +15,8 @@ use std::{
 
 use anyhow::{Context, Result, bail, ensure};
 
+use crate::netlab::run;
+
 /// The Debian metapackage whose dependency is the kernel image.
 const KERNEL_META: &str = "linux-image-cloud-amd64";
 /// A shell and the usual tools in one static binary, for the guest's init.
@@ -172,11 +174,7 @@ impl GuestKernel {
 
 /// The versioned kernel image package the metapackage depends on.
 fn kernel_package() -> Result<String> {
-    let out = Command::new("apt-cache")
-        .args(["depends", KERNEL_META])
-        .output()
-        .context("apt-cache")?;
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = run(Command::new("apt-cache").args(["depends", KERNEL_META]))?;
     text.lines()
         .filter_map(|l| l.trim().strip_prefix("Depends: "))
         .find(|p| p.starts_with("linux-image-"))
@@ -192,13 +190,11 @@ fn download(dir: &Path, package: &str) -> Result<()> {
     }
     // A fresh machine may have no package lists yet.
     run(Command::new("apt-get").args(["update", "-q"]))?;
-    run(&mut apt)
+    run(&mut apt).map(drop)
 }
 
 fn shared_libraries(binary: &Path) -> Result<Vec<PathBuf>> {
-    let out = Command::new("ldd").arg(binary).output().context("ldd")?;
-    ensure!(out.status.success(), "ldd {} failed", binary.display());
-    Ok(String::from_utf8_lossy(&out.stdout)
+    Ok(run(Command::new("ldd").arg(binary))?
         .split_whitespace()
         .filter(|w| w.starts_with('/'))
         .map(PathBuf::from)
@@ -216,17 +212,4 @@ fn only_entry(dir: &Path) -> Result<String> {
             dir.display()
         ),
     }
-}
-
-fn run(command: &mut Command) -> Result<()> {
-    let out = command
-        .output()
-        .with_context(|| format!("running {command:?}"))?;
-    ensure!(
-        out.status.success(),
-        "{command:?} failed ({}): {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok(())
 }
