@@ -146,7 +146,8 @@ pub struct RunArgs {
     pub worker_threads: Option<u16>,
 
     /// Kernel TLS for upstream TLS connections: after rustls's TLS 1.3 handshake the
-    /// session keys go to the kernel, which then seals and opens records on the socket.
+    /// session keys go to the kernel, which then seals and opens records on the socket,
+    /// and a bytes Backend's connection is spliced (its bytes never enter user space).
     /// `auto` probes the kernel at start and keeps TLS in rustls where it has none
     /// (CONFIG_TLS); `require` refuses to start there. Connections handed over are not
     /// resumed later (their session tickets are dropped), end on a server's KeyUpdate,

@@ -1,7 +1,8 @@
 //! Kernel TLS (kTLS) for upstream TLS connections, of bytes and HTTP Backends alike:
 //! once rustls has made the handshake, the session keys go to the kernel
 //! (`setsockopt(SOL_TLS)`), which seals and opens the records on the socket itself, and
-//! the proxy reads and writes plaintext.
+//! the proxy reads and writes plaintext: HTTP Backends through [`KernelTlsStream`],
+//! bytes Backends by splice(2) through its two sides (`splice.rs`).
 //!
 //! Opt-in with `--kernel-tls`, probed once at start: a kernel without the `tls` module
 //! (`CONFIG_TLS` unset) leaves every connection in rustls. A connection is handed over
@@ -16,6 +17,7 @@
 //! KeyUpdate ends the connection, and so does reaching the cipher's record limit (an
 //! HTTP pool lends a connection no more as it nears it: `KernelTlsStream::retiring`).
 
+mod splice;
 mod stream;
 mod sys;
 

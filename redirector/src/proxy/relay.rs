@@ -8,8 +8,11 @@
 //! - [`relay_tcp`], for a plain TCP client and a plain TCP upstream (Backends that
 //!   originate no TLS, passthrough): once the client's opening is judged, splice(2)
 //!   moves the bytes inside the kernel, through pipes lent per chunk (`pipe.rs`).
+//!   [`relay_spliced`] does the same towards an upstream whose TLS the kernel seals
+//!   and opens (`--kernel-tls`).
 
 mod buffered;
+mod ends;
 mod pipe;
 
 use std::{
@@ -22,15 +25,15 @@ use std::{
 };
 
 use tokio::{
-    io::{AsyncBufRead, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt},
-    net::{
-        TcpStream,
-        tcp::{ReadHalf, WriteHalf},
-    },
+    io::{AsyncBufRead, AsyncRead, AsyncReadExt, AsyncWrite},
+    net::{TcpStream, tcp::ReadHalf},
 };
 
 use self::buffered::{Buffered, FromReaderBuffer};
-pub use self::pipe::Pipes;
+pub use self::{
+    ends::{SpliceSink, SpliceSource, Spliced},
+    pipe::Pipes,
+};
 use super::activity::Activity;
 use crate::tls::sniff::FirstBytesGuard;
 
@@ -187,26 +190,39 @@ impl<R: AsyncBufRead + Unpin, W: AsyncWrite + Unpin> Direction<R, W> for FromRea
 /// through pipes lent by `pipes`.
 pub async fn relay_tcp(
     client: &mut FirstBytesGuard<ReadHalf<'_>>,
-    client_write: WriteHalf<'_>,
-    upstream: &mut TcpStream,
+    client_write: &TcpStream,
+    upstream: &TcpStream,
     pipes: &Pipes,
     buffer_size: usize,
     idle: Duration,
 ) -> (Transferred, io::Result<()>) {
+    let limits = (pipes, buffer_size, idle);
+    relay_spliced(client, client_write, upstream, upstream, limits).await
+}
+
+/// [`relay_tcp`] towards any upstream that splice(2) can read and write (`ends.rs`):
+/// plain TCP, or TCP with kernel TLS. `limits`: the pipes, the size of a chunk that
+/// goes through a buffer, the idle timeout.
+pub async fn relay_spliced(
+    client: &mut FirstBytesGuard<ReadHalf<'_>>,
+    client_write: &TcpStream,
+    upstream_read: impl SpliceSource,
+    mut upstream_write: impl SpliceSink,
+    (pipes, buffer_size, idle): (&Pipes, usize, Duration),
+) -> (Transferred, io::Result<()>) {
     let counts = Counts::default();
     let activity = Activity::new();
-    let (upstream_read, mut upstream_write) = upstream.split();
     let to_upstream = async {
         let (moved, activity) = (&counts.client_to_upstream, &activity);
         if opening(client, &mut upstream_write, moved, activity).await? {
             return Ok(());
         }
-        let (from, to) = (client.get_ref().as_ref(), upstream_write.as_ref());
-        pipe::splice_until_eof(from, to, pipes, buffer_size, moved, activity).await
+        let from = client.get_ref().as_ref();
+        pipe::splice_until_eof(from, upstream_write, pipes, buffer_size, moved, activity).await
     };
     let to_client = pipe::splice_until_eof(
-        upstream_read.as_ref(),
-        client_write.as_ref(),
+        upstream_read,
+        client_write,
         pipes,
         buffer_size,
         &counts.upstream_to_client,
@@ -221,7 +237,7 @@ pub async fn relay_tcp(
 /// upstream; `true` if the client closed before it was through.
 async fn opening(
     client: &mut FirstBytesGuard<ReadHalf<'_>>,
-    upstream: &mut WriteHalf<'_>,
+    upstream: &mut impl SpliceSink,
     moved: &AtomicU64,
     activity: &Activity,
 ) -> io::Result<bool> {
@@ -229,12 +245,12 @@ async fn opening(
     while !client.is_passing() {
         let read = client.read(&mut chunk).await?;
         if read == 0 {
-            upstream.shutdown().await?;
+            upstream.finish().await?;
             return Ok(true);
         }
         moved.fetch_add(read as u64, Ordering::Relaxed);
         activity.touch();
-        upstream.write_all(&chunk[..read]).await?;
+        ends::write_all(upstream, &chunk[..read]).await?;
     }
     Ok(false)
 }

@@ -13,16 +13,16 @@ use std::{
     time::{Duration, Instant},
 };
 
-use tokio::{
-    io::{AsyncRead, AsyncWrite},
-    net::TcpStream,
+use tokio::net::{
+    TcpStream,
+    tcp::{ReadHalf, WriteHalf},
 };
 
 use super::{
-    ConnectionLimits, Refusal, Shared,
+    Refusal, Shared,
     connection::{Refused, Routed, connect_any},
     kernel_tls::Offload,
-    relay::{Transferred, relay, relay_tcp, relay_tls},
+    relay::{Transferred, relay_spliced, relay_tcp, relay_tls},
 };
 use crate::{
     table::{Candidates, join},
@@ -89,13 +89,12 @@ pub async fn forward(
     let (moved, result, verdict) = match origination {
         None => {
             shared.stats.connected(&label, connecting.elapsed());
-            let (mut upstream, mut client) = (upstream, client);
             let (read, write) = client.split();
             let mut guard = FirstBytesGuard::new(read, rule, false);
             let (moved, result) = relay_tcp(
                 &mut guard,
-                write,
-                &mut upstream,
+                write.as_ref(),
+                &upstream,
                 &shared.pipes,
                 limits.buffer_size,
                 limits.idle_timeout,
@@ -104,7 +103,8 @@ pub async fn forward(
             (moved, result, guard.verdict().cloned())
         }
         Some(tls) => {
-            let mut client = FirstBytesGuard::new(client, rule, true);
+            let (read, mut write) = client.split();
+            let mut client = FirstBytesGuard::new(read, rule, true);
             let bounded = shared.kernel_tls.enabled();
             let upstream = handshake_with(
                 &tls,
@@ -121,13 +121,21 @@ pub async fn forward(
                 let refusal = Refusal::Handshake(HandshakeFailure::Other);
                 fail(Refused::new(refusal, error.to_string()))
             };
-            let (moved, result) =
-                (over_tls(shared, &mut client, upstream).await).map_err(not_handed)?;
+            let relayed = over_tls(shared, &mut client, &mut write, upstream).await;
+            let (moved, result) = relayed.map_err(not_handed)?;
             let (moved, result) = match result {
                 Err(error) if sniff::is_reroute(&error) => {
                     // Nothing of the client's was written to the TLS connection.
-                    let mut direct = dial(shared, &routed.upstream).await.map_err(fail)?;
-                    let (more, result) = pipe(&limits, &mut client, &mut direct).await;
+                    let direct = dial(shared, &routed.upstream).await.map_err(fail)?;
+                    let (more, result) = relay_tcp(
+                        &mut client,
+                        write.as_ref(),
+                        &direct,
+                        &shared.pipes,
+                        limits.buffer_size,
+                        limits.idle_timeout,
+                    )
+                    .await;
                     (add(moved, more), result)
                 }
                 other => (moved, other),
@@ -163,24 +171,28 @@ pub(super) async fn first_bytes(
     }
 }
 
-/// Relays a client over a TLS connection just made, its keys in the kernel if
-/// `--kernel-tls` can take them. An error: the connection could not be handed over
-/// and is closed.
+/// Relays a client over a TLS connection just made: its keys in the kernel if
+/// `--kernel-tls` can take them, and then spliced (the bytes never enter userspace),
+/// else through rustls. An error: the connection could not be handed over and is
+/// closed.
 async fn over_tls(
     shared: &Shared,
-    client: &mut FirstBytesGuard<TcpStream>,
+    client: &mut FirstBytesGuard<ReadHalf<'_>>,
+    client_write: &mut WriteHalf<'_>,
     upstream: UpstreamTls,
 ) -> io::Result<(Transferred, io::Result<()>)> {
-    let limits = shared.limits;
+    let (buffer_size, idle) = (shared.limits.buffer_size, shared.limits.idle_timeout);
     Ok(match shared.kernel_tls.offload(upstream)? {
         Offload::Kernel(mut upstream) => {
             shared.stats.kernel_tls_connection();
-            let relayed = pipe(&limits, client, &mut upstream).await;
+            let (read, write) = upstream.split();
+            let limits = (&shared.pipes, buffer_size, idle);
+            let relayed = relay_spliced(client, client_write.as_ref(), read, write, limits).await;
             with_pending_alert(relayed, &mut upstream).await
         }
         Offload::Rustls(mut upstream) => {
-            let (buffer_size, idle) = (limits.buffer_size, limits.idle_timeout);
-            let relayed = relay_tls(client, &mut upstream, buffer_size, idle).await;
+            let mut client = tokio::io::join(client, client_write);
+            let relayed = relay_tls(&mut client, &mut upstream, buffer_size, idle).await;
             with_pending_alert(relayed, &mut upstream).await
         }
     })
@@ -229,7 +241,7 @@ pub(super) async fn splice_to_dialed(
     held: Vec<u8>,
     backend: Option<String>,
 ) -> Result<(), Failure> {
-    let mut upstream = dial(shared, &routed.upstream)
+    let upstream = dial(shared, &routed.upstream)
         .await
         .map_err(|refused| (backend.clone(), refused))?;
     let active = shared.stats.active_guard(backend.as_deref().unwrap_or("-"));
@@ -238,8 +250,8 @@ pub(super) async fn splice_to_dialed(
     let mut replayed = FirstBytesGuard::released(read, held);
     let (moved, result) = relay_tcp(
         &mut replayed,
-        write,
-        &mut upstream,
+        write.as_ref(),
+        &upstream,
         &shared.pipes,
         limits.buffer_size,
         limits.idle_timeout,
@@ -318,19 +330,6 @@ pub(super) fn named(candidates: &Candidates, sni: &str, fallback: &str) -> Strin
     (candidates.iter())
         .find(|e| e.backend.hostname.eq_ignore_ascii_case(sni))
         .map_or_else(|| fallback.to_owned(), |e| e.backend.key.to_string())
-}
-
-/// Copies both ways through buffers, within the connection limits.
-async fn pipe<C, U>(
-    limits: &ConnectionLimits,
-    client: &mut C,
-    upstream: &mut U,
-) -> (Transferred, io::Result<()>)
-where
-    C: AsyncRead + AsyncWrite + Unpin,
-    U: AsyncRead + AsyncWrite + Unpin,
-{
-    relay(client, upstream, limits.buffer_size, limits.idle_timeout).await
 }
 
 fn add(a: Transferred, b: Transferred) -> Transferred {

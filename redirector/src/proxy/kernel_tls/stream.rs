@@ -1,5 +1,7 @@
 //! An upstream connection whose TLS records the kernel seals and opens: reads and
 //! writes carry plaintext, records that are not application data are handled here.
+//! Its reading and writing state are apart, so that its two sides can work at once
+//! ([`KernelTlsStream::split`], spliced in `splice.rs`).
 
 use std::{
     io,
@@ -42,14 +44,28 @@ const RETIRE_SHARE: u64 = 16;
 #[derive(Debug)]
 pub struct KernelTlsStream {
     socket: TcpStream,
+    reading: Reading,
+    writing: Writing,
+}
+
+/// What reading has seen of the records that are not application data.
+#[derive(Debug, Default)]
+pub(super) struct Reading {
     /// A post-handshake message split over records or reads: its bytes so far.
     handshake: Vec<u8>,
     /// An alert read in parts (a caller's buffer of one byte): its bytes so far.
     alert: Vec<u8>,
+    /// The server's close_notify arrived: reads return EOF.
+    peer_closed: bool,
+}
+
+/// What writing has sent with the send key.
+#[derive(Debug)]
+pub(super) struct Writing {
     /// Records sent with these keys, as the kernel cuts them when it has memory (every
-    /// write ends a record). Under memory pressure it may close records earlier than
-    /// counted; rustls's limit (AES-GCM: 2^24) sits below RFC 8446's (2^24.5), which
-    /// absorbs that.
+    /// write ends a record, a record is at most 16 KiB). Under memory pressure it may
+    /// close records earlier than counted; rustls's limit (AES-GCM: 2^24) sits below
+    /// RFC 8446's (2^24.5), which absorbs that.
     records_sent: u64,
     /// The cipher suite's confidentiality limit: the kernel does not rekey, so the
     /// connection ends before its keys reach it.
@@ -57,33 +73,78 @@ pub struct KernelTlsStream {
     /// Set once the records sent come within a [`RETIRE_SHARE`] of the limit: a pool
     /// should stop lending the connection ([`KernelTlsStream::retiring`]).
     retiring: Arc<AtomicBool>,
-    /// The server's close_notify arrived: reads return EOF.
-    peer_closed: bool,
     close_notify_sent: bool,
+}
+
+/// The reading side of a [`KernelTlsStream`], beside its writing side
+/// ([`KernelTlsStream::split`]).
+pub struct KernelTlsRead<'a> {
+    pub(super) socket: &'a TcpStream,
+    pub(super) reading: &'a mut Reading,
+}
+
+/// The writing side of a [`KernelTlsStream`].
+pub struct KernelTlsWrite<'a> {
+    pub(super) socket: &'a TcpStream,
+    pub(super) writing: &'a mut Writing,
 }
 
 impl KernelTlsStream {
     /// `socket` has its keys set; `records_sent` were sent with the send key so far.
     pub fn new(socket: TcpStream, records_sent: u64, record_limit: u64) -> Self {
-        let mut stream = Self {
-            socket,
-            handshake: Vec::new(),
-            alert: Vec::new(),
+        let mut writing = Writing {
             records_sent,
             record_limit,
             retiring: Arc::new(AtomicBool::new(false)),
-            peer_closed: false,
             close_notify_sent: false,
         };
-        stream.count(0);
-        stream
+        writing.count(0);
+        Self {
+            socket,
+            reading: Reading::default(),
+            writing,
+        }
     }
 
     /// A flag that turns true once this connection nears its cipher's record limit,
     /// where the kernel cannot rekey and writes start to fail: new requests belong on
     /// a fresh connection by then.
     pub fn retiring(&self) -> Arc<AtomicBool> {
-        self.retiring.clone()
+        self.writing.retiring.clone()
+    }
+
+    /// The two sides, to read and write at once (each keeps its own state).
+    pub fn split(&mut self) -> (KernelTlsRead<'_>, KernelTlsWrite<'_>) {
+        let socket = &self.socket;
+        (
+            KernelTlsRead {
+                socket,
+                reading: &mut self.reading,
+            },
+            KernelTlsWrite {
+                socket,
+                writing: &mut self.writing,
+            },
+        )
+    }
+}
+
+impl Writing {
+    /// An error if a write of `len` bytes could take the key past its record limit.
+    pub(super) fn admit(&self, len: usize) -> io::Result<()> {
+        if self.records_sent + records(len) <= self.record_limit {
+            return Ok(());
+        }
+        Err(io::Error::other(format!(
+            "kernel TLS: the connection's key reached its cipher suite's limit of {} \
+             records; closed, as the kernel does not rekey",
+            self.record_limit
+        )))
+    }
+
+    /// Counts one write of `len` bytes.
+    pub(super) fn wrote(&mut self, len: usize) {
+        self.count(records(len));
     }
 
     /// Adds `records` to those sent, raising [`Self::retiring`] near the limit.
@@ -92,6 +153,102 @@ impl KernelTlsStream {
         let left = self.record_limit.saturating_sub(self.records_sent);
         if left <= self.record_limit / RETIRE_SHARE {
             self.retiring.store(true, Ordering::Relaxed);
+        }
+    }
+
+    pub(super) fn poll_write(
+        &mut self,
+        socket: &TcpStream,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        self.admit(buf.len())?;
+        let written = loop {
+            ready!(socket.poll_write_ready(cx))?;
+            match socket.try_write(buf) {
+                Err(error) if error.kind() == io::ErrorKind::WouldBlock => {}
+                written => break written?,
+            }
+        };
+        self.wrote(written);
+        Poll::Ready(Ok(written))
+    }
+
+    /// Sends close_notify, then the FIN.
+    pub(super) fn poll_shutdown(
+        &mut self,
+        socket: &TcpStream,
+        cx: &mut Context<'_>,
+    ) -> Poll<io::Result<()>> {
+        while !self.close_notify_sent {
+            ready!(socket.poll_write_ready(cx))?;
+            let fd = socket.as_raw_fd();
+            // close_notify: alert level warning (1), description 0.
+            match socket.try_io(Interest::WRITABLE, || sys::send_record(fd, ALERT, &[1, 0])) {
+                Err(error) if error.kind() == io::ErrorKind::WouldBlock => {}
+                Err(error) => return Poll::Ready(Err(error)),
+                Ok(_) => self.close_notify_sent = true,
+            }
+        }
+        Poll::Ready(socket2::SockRef::from(socket).shutdown(std::net::Shutdown::Write))
+    }
+}
+
+/// The most records one write of `len` bytes can open (an empty write sends one).
+fn records(len: usize) -> u64 {
+    (len.div_ceil(MAX_PLAINTEXT) as u64).max(1)
+}
+
+impl Reading {
+    /// Reads application data into `out`: records of other types are handled on the
+    /// way, close_notify reads as EOF.
+    pub(super) fn poll_read(
+        &mut self,
+        socket: &TcpStream,
+        cx: &mut Context<'_>,
+        out: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        loop {
+            if self.peer_closed || out.remaining() == 0 {
+                return Poll::Ready(Ok(()));
+            }
+            ready!(socket.poll_read_ready(cx))?;
+            let fd = socket.as_raw_fd();
+            // Straight into the caller's buffer: a record that does not fit is returned
+            // in parts, each naming its type.
+            let read = socket.try_io(Interest::READABLE, || sys::recv_record(fd, out));
+            let (n, record_type) = match read {
+                Err(error) if error.kind() == io::ErrorKind::WouldBlock => continue,
+                Err(error) => return Poll::Ready(Err(error)),
+                Ok(read) => read,
+            };
+            // A kernel that read no record names no type: the end of the stream.
+            let Some(record_type) = record_type.or((n > 0).then_some(APPLICATION_DATA)) else {
+                return Poll::Ready(Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "peer closed connection without sending TLS close_notify",
+                )));
+            };
+            match (n, record_type) {
+                // An empty data record (TLS 1.3 allows them), perhaps followed by a
+                // record of another type that the kernel keeps for the next read.
+                (0, APPLICATION_DATA) => {}
+                (_, APPLICATION_DATA) => {
+                    out.advance(n);
+                    return Poll::Ready(Ok(()));
+                }
+                (0, other) => {
+                    return Poll::Ready(Err(invalid(&format!(
+                        "an empty record of content type {other}"
+                    ))));
+                }
+                (_, other) => {
+                    // Read into the caller's buffer, not handed on.
+                    let start = out.filled().len();
+                    let bytes = out.initialized()[start..start + n].to_vec();
+                    self.control(other, &bytes)?;
+                }
+            }
         }
     }
 
@@ -172,48 +329,7 @@ impl AsyncRead for KernelTlsStream {
         out: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = &mut *self;
-        loop {
-            if this.peer_closed || out.remaining() == 0 {
-                return Poll::Ready(Ok(()));
-            }
-            ready!(this.socket.poll_read_ready(cx))?;
-            let fd = this.socket.as_raw_fd();
-            // Straight into the caller's buffer: a record that does not fit is returned
-            // in parts, each naming its type.
-            let read = (this.socket).try_io(Interest::READABLE, || sys::recv_record(fd, out));
-            let (n, record_type) = match read {
-                Err(error) if error.kind() == io::ErrorKind::WouldBlock => continue,
-                Err(error) => return Poll::Ready(Err(error)),
-                Ok(read) => read,
-            };
-            // A kernel that read no record names no type: the end of the stream.
-            let Some(record_type) = record_type.or((n > 0).then_some(APPLICATION_DATA)) else {
-                return Poll::Ready(Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    "peer closed connection without sending TLS close_notify",
-                )));
-            };
-            match (n, record_type) {
-                // An empty data record (TLS 1.3 allows them), perhaps followed by a
-                // record of another type that the kernel keeps for the next read.
-                (0, APPLICATION_DATA) => {}
-                (_, APPLICATION_DATA) => {
-                    out.advance(n);
-                    return Poll::Ready(Ok(()));
-                }
-                (0, other) => {
-                    return Poll::Ready(Err(invalid(&format!(
-                        "an empty record of content type {other}"
-                    ))));
-                }
-                (_, other) => {
-                    // Read into the caller's buffer, not handed on.
-                    let start = out.filled().len();
-                    let bytes = out.initialized()[start..start + n].to_vec();
-                    this.control(other, &bytes)?;
-                }
-            }
-        }
+        this.reading.poll_read(&this.socket, cx, out)
     }
 }
 
@@ -223,89 +339,20 @@ impl AsyncWrite for KernelTlsStream {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        let records = |bytes: usize| (bytes.div_ceil(MAX_PLAINTEXT) as u64).max(1);
-        if self.records_sent + records(buf.len()) > self.record_limit {
-            return Poll::Ready(Err(io::Error::other(format!(
-                "kernel TLS: the connection's key reached its cipher suite's limit of {} \
-                 records; closed, as the kernel does not rekey",
-                self.record_limit
-            ))));
-        }
-        let written = ready!(Pin::new(&mut self.socket).poll_write(cx, buf))?;
-        self.count(records(written));
-        Poll::Ready(Ok(written))
+        let this = &mut *self;
+        this.writing.poll_write(&this.socket, cx, buf)
     }
 
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.socket).poll_flush(cx)
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        // Every write went to the socket.
+        Poll::Ready(Ok(()))
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        while !self.close_notify_sent {
-            ready!(self.socket.poll_write_ready(cx))?;
-            let fd = self.socket.as_raw_fd();
-            // close_notify: alert level warning (1), description 0.
-            let sent =
-                (self.socket).try_io(Interest::WRITABLE, || sys::send_record(fd, ALERT, &[1, 0]));
-            match sent {
-                Err(error) if error.kind() == io::ErrorKind::WouldBlock => {}
-                Err(error) => return Poll::Ready(Err(error)),
-                Ok(_) => self.close_notify_sent = true,
-            }
-        }
-        Pin::new(&mut self.socket).poll_shutdown(cx)
+        let this = &mut *self;
+        this.writing.poll_shutdown(&this.socket, cx)
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn post_handshake_messages_are_framed_across_records() {
-        let ticket = [NEW_SESSION_TICKET, 0, 0, 3, 9, 9, 9];
-        assert_eq!(post_handshake(&ticket[..3]).unwrap(), None);
-        assert_eq!(post_handshake(&ticket[..6]).unwrap(), None);
-        assert_eq!(
-            post_handshake(&ticket).unwrap(),
-            Some((NEW_SESSION_TICKET, 7))
-        );
-        let update = [KEY_UPDATE, 0, 0, 1, 0];
-        assert_eq!(post_handshake(&update).unwrap(), Some((KEY_UPDATE, 5)));
-        assert!(
-            post_handshake(&[KEY_UPDATE, 1, 0, 0]).is_err(),
-            "64 KiB and more"
-        );
-        assert!(post_handshake(&[1, 0, 0, 0]).is_err(), "a ClientHello");
-    }
-
-    /// The counting alone: the socket has no keys, so its bytes go out as they are.
-    #[tokio::test]
-    async fn a_connection_asks_to_be_retired_a_sixteenth_before_its_record_limit() {
-        use tokio::io::AsyncWriteExt;
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let limit = 1 << 24;
-        let retire_at = limit - limit / RETIRE_SHARE;
-        for (sent, limit, retiring) in [
-            (0, limit, false),
-            (retire_at, limit, true),
-            (u64::MAX / 2, u64::MAX, false),
-        ] {
-            let socket = TcpStream::connect(addr).await.unwrap();
-            let stream = KernelTlsStream::new(socket, sent, limit);
-            assert_eq!(
-                stream.retiring().load(Ordering::Relaxed),
-                retiring,
-                "{sent}"
-            );
-        }
-        let socket = TcpStream::connect(addr).await.unwrap();
-        let mut stream = KernelTlsStream::new(socket, retire_at - 2, limit);
-        let retiring = stream.retiring();
-        stream.write_all(b"one record").await.unwrap();
-        assert!(!retiring.load(Ordering::Relaxed), "one record short");
-        stream.write_all(&[0; MAX_PLAINTEXT + 1]).await.unwrap();
-        assert!(retiring.load(Ordering::Relaxed), "two more records");
-    }
-}
+mod tests;

@@ -260,18 +260,28 @@ async fn offloaded(cipher: CipherSuite) -> (Box<dyn Io>, bool, JoinHandle<bool>)
 
 /// [`KernelTls::offload`] as this kernel allows: the kernel path where the probe finds
 /// kernel TLS, else rustls (checked). `true`: handed over.
-fn offload_here(mut stream: UpstreamTls) -> (Box<dyn Io>, bool) {
+fn offload_here(stream: UpstreamTls) -> (Box<dyn Io>, bool) {
+    match offload_checked(stream) {
+        Offload::Kernel(stream) => (Box::new(stream), true),
+        Offload::Rustls(stream) => (Box::new(stream), false),
+    }
+}
+
+/// [`offload_here`], the stream as the proxy gets it.
+fn offload_checked(mut stream: UpstreamTls) -> Offload {
     let kernel = KernelTls { ciphers: ciphers() };
     let cipher = stream.get_ref().1.negotiated_cipher_suite();
     assert!(kernel.eligible(&mut stream).is_some(), "{cipher:?}");
-    let (stream, handed): (Box<dyn Io>, _) = match (kernel.offload(stream).unwrap(), probe()) {
-        (Offload::Kernel(stream), Ok(_)) => (Box::new(stream), true),
-        (Offload::Rustls(stream), Err(KernelTlsError::Unavailable(_))) => (Box::new(stream), false),
+    let offload = kernel.offload(stream).unwrap();
+    match (&offload, probe()) {
+        (Offload::Kernel(_), Ok(_)) | (Offload::Rustls(_), Err(KernelTlsError::Unavailable(_))) => {
+        }
         (Offload::Kernel(_), Err(error)) => panic!("handed over, but the probe says {error}"),
         (Offload::Rustls(_), probed) => panic!("kept in rustls, the probe says {probed:?}"),
-    };
+    }
+    let handed = matches!(offload, Offload::Kernel(_));
     assert!(handed || !expect_kernel_tls(), "kept in rustls");
-    (stream, handed)
+    offload
 }
 
 #[tokio::test]
@@ -369,6 +379,7 @@ fn expect_kernel_tls() -> bool {
 
 mod http;
 mod records;
+mod spliced;
 
 trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
 impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Io for T {}

@@ -1,15 +1,15 @@
-//! One direction of a relay between two plain TCP sockets through splice(2): bytes go
-//! socket -> pipe -> socket inside the kernel and never enter userspace.
+//! One direction of a relay through splice(2): bytes go socket -> pipe -> socket inside
+//! the kernel and never enter userspace. The sockets are plain TCP, or TCP whose TLS
+//! records the kernel seals and opens (`ends.rs` says what each needs).
 //!
 //! A direction borrows a pipe from [`Pipes`] only while it moves a chunk and gives it
 //! back empty, so held idle connections cost no descriptors beyond their sockets, and at
 //! most `max` pipes (two descriptors each) ever exist and at most 64 wait idle: pipes
-//! never take the descriptors that accepting connections needs. When none can be lent, the chunk goes through a
-//! buffer instead.
+//! never take the descriptors that accepting connections needs. When none can be lent,
+//! the chunk goes through a buffer instead.
 
 use std::{
     io,
-    net::Shutdown,
     os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd},
     sync::{
         Mutex,
@@ -17,9 +17,12 @@ use std::{
     },
 };
 
-use tokio::{io::Interest, net::TcpStream};
+use tokio::io::Interest;
 
-use super::Activity;
+use super::{
+    Activity,
+    ends::{self, SpliceSink, SpliceSource, Spliced},
+};
 
 /// The most one splice into a pipe asks for: a default pipe's capacity (16 pages).
 const CHUNK: usize = 64 * 1024;
@@ -56,6 +59,9 @@ pub struct Pipes {
     /// Pipes that exist, lent or idle.
     live: AtomicUsize,
     max: usize,
+    /// Bytes splice(2) moved through the pipes (for tests: which path bytes took).
+    #[cfg(test)]
+    spliced: AtomicU64,
 }
 
 impl Pipes {
@@ -64,6 +70,8 @@ impl Pipes {
             idle: Mutex::new(Vec::new()),
             live: AtomicUsize::new(0),
             max,
+            #[cfg(test)]
+            spliced: AtomicU64::new(0),
         }
     }
 
@@ -105,6 +113,12 @@ impl Pipes {
     #[cfg(test)]
     pub fn lent(&self) -> usize {
         self.live() - self.idle.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    /// Bytes splice(2) moved through the pipes so far (for tests).
+    #[cfg(test)]
+    pub fn spliced(&self) -> u64 {
+        self.spliced.load(Ordering::Relaxed)
     }
 }
 
@@ -149,142 +163,102 @@ fn splice(from: RawFd, to: RawFd, len: usize) -> io::Result<usize> {
     usize::try_from(n).map_err(|_| io::Error::last_os_error())
 }
 
-/// `ioctl` request asking whether a socket's next byte is the TCP urgent mark. Not in the
-/// libc crate for Linux; this is the asm-generic value (x86, arm, riscv, among others;
-/// alpha, mips, sh, sparc and xtensa use another).
-const SIOCATMARK: libc::Ioctl = 0x8905;
-
-/// Whether the next byte `socket` would read is the TCP urgent mark.
-fn at_urgent_mark(socket: &TcpStream) -> io::Result<bool> {
-    let mut at_mark: libc::c_int = 0;
-    // SAFETY: SIOCATMARK writes one int through the pointer, which points to `at_mark`
-    // and is valid for the whole call.
-    let rc = unsafe { libc::ioctl(socket.as_raw_fd(), SIOCATMARK, &mut at_mark) };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(at_mark != 0)
-}
-
-/// Moves bytes from `from` to `to` until EOF, then shuts `to` down for writing. Counts
-/// what it moves in `moved` and touches `activity` on every read; `buffer_size` bounds a
-/// chunk that goes through a buffer for want of a pipe. `from` should deliver urgent
-/// data in line (`SO_OOBINLINE`, set at accept and dial in `connection.rs`), else a read
-/// at the mark skips the urgent byte.
+/// Moves bytes from `from` to `to` until EOF, then finishes `to` (FIN). Counts what it
+/// moves in `moved` and touches `activity` on every read; `buffer_size` bounds a chunk
+/// that goes through a buffer, for want of a pipe or where splice(2) cannot pass.
 pub async fn splice_until_eof(
-    from: &TcpStream,
-    to: &TcpStream,
+    mut from: impl SpliceSource,
+    mut to: impl SpliceSink,
     pipes: &Pipes,
     buffer_size: usize,
     moved: &AtomicU64,
     activity: &Activity,
 ) -> io::Result<()> {
     loop {
-        from.readable().await?;
+        from.socket().readable().await?;
         // A destination that takes nothing (a client that stopped reading) keeps the
         // bytes in the source socket, not in a pipe.
-        to.writable().await?;
+        to.socket().writable().await?;
         // Neither a pipe nor a buffer is held while waiting for data: readiness can be
         // stale, and a chunk that finds nothing gives them back and waits again.
         let moved_now = match pipes.lend() {
-            Some(mut lent) => match spliced_chunk(from, to, &mut lent).await? {
-                Spliced::Chunk(moved_now) => moved_now,
-                // A plain read takes the urgent byte (in line) and what follows, and
-                // clears the mark: splicing goes on from the next chunk.
-                Spliced::UrgentMark => {
+            Some(mut lent) => match spliced_chunk(&from, &mut to, &mut lent).await? {
+                Some(Spliced::Moved(moved_now)) => Some(moved_now),
+                None => None,
+                // A plain read takes what splice(2) does not (the urgent byte in line,
+                // a TLS record that is not data) and what follows: splicing goes on
+                // from the next chunk.
+                Some(Spliced::ReadInstead) => {
                     drop(lent);
-                    buffered_chunk(from, to, buffer_size).await?
+                    buffered_chunk(&mut from, &mut to, buffer_size).await?
                 }
             },
-            None => buffered_chunk(from, to, buffer_size).await?,
+            None => buffered_chunk(&mut from, &mut to, buffer_size).await?,
         };
         let Some(moved_now) = moved_now else { continue };
         if moved_now == 0 {
-            return socket2::SockRef::from(to).shutdown(Shutdown::Write);
+            return to.finish().await;
         }
         moved.fetch_add(moved_now as u64, Ordering::Relaxed);
         activity.touch();
     }
 }
 
-/// What [`spliced_chunk`] did.
-enum Spliced {
-    /// Moved a chunk, as [`buffered_chunk`] answers.
-    Chunk(Option<usize>),
-    /// Found `from` at the TCP urgent mark, which splice(2) does not pass.
-    UrgentMark,
-}
-
-/// One chunk through `lent`: what `from` has (0 at EOF), all of it written to `to`;
-/// `Chunk(None)` if `from` had nothing after all.
+/// One chunk through `lent`: what `from` has, all of it written to `to`; `None` if
+/// `from` had nothing after all.
 async fn spliced_chunk(
-    from: &TcpStream,
-    to: &TcpStream,
+    from: &impl SpliceSource,
+    to: &mut impl SpliceSink,
     lent: &mut Lent<'_>,
-) -> io::Result<Spliced> {
+) -> io::Result<Option<Spliced>> {
     let (pipe_read, pipe_write) = match &lent.pipe {
         Some(pipe) => (pipe.read.as_raw_fd(), pipe.write.as_raw_fd()),
         None => return Err(io::Error::other("the lent pipe was given back already")),
     };
-    // The pipe is empty here: a would-block can only be the socket's.
-    let filled = from.try_io(Interest::READABLE, || {
-        let filled = splice(from.as_raw_fd(), pipe_write, CHUNK);
-        let nothing = match &filled {
-            Ok(filled) => *filled == 0,
-            Err(error) => error.kind() == io::ErrorKind::WouldBlock,
-        };
-        // splice(2) stops at TCP urgent data: at the mark it moves nothing (0, as at
-        // EOF, once the peer closed too) while the socket stays readable. Asked in
-        // here: a would-block out of try_io would clear the readiness that the read
-        // passing the mark needs. Off the mark, nothing is nothing: wait again.
-        if nothing && at_urgent_mark(from)? {
-            return Ok(None);
-        }
-        filled.map(Some)
+    let socket = from.socket();
+    // The pipe is empty here: a would-block can only be the socket's. Judged in here: a
+    // would-block out of try_io clears the readiness, which a read instead needs.
+    let filled = socket.try_io(Interest::READABLE, || {
+        from.judge(splice(socket.as_raw_fd(), pipe_write, CHUNK))
     });
     let filled = match filled {
-        Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
-            return Ok(Spliced::Chunk(None));
-        }
+        Err(error) if error.kind() == io::ErrorKind::WouldBlock => return Ok(None),
         Err(error) => return Err(error),
-        Ok(None) => return Ok(Spliced::UrgentMark),
-        Ok(Some(filled)) => filled,
+        Ok(Spliced::Moved(filled)) => filled,
+        Ok(Spliced::ReadInstead) => return Ok(Some(Spliced::ReadInstead)),
     };
     lent.holding = filled;
+    #[cfg(test)]
+    lent.pipes
+        .spliced
+        .fetch_add(filled as u64, Ordering::Relaxed);
     while lent.holding > 0 {
         // The pipe holds bytes: a would-block can only be the socket's.
         let left = lent.holding;
-        lent.holding -= to
+        to.admit(left)?;
+        let socket = to.socket();
+        let written = socket
             .async_io(Interest::WRITABLE, || {
-                splice(pipe_read, to.as_raw_fd(), left)
+                splice(pipe_read, socket.as_raw_fd(), left)
             })
             .await?;
+        to.wrote(written);
+        lent.holding -= written;
     }
-    Ok(Spliced::Chunk(Some(filled)))
+    Ok(Some(Spliced::Moved(filled)))
 }
 
 /// One chunk through a buffer: what `from` has (0 at EOF), all of it written to `to`;
 /// `None` if `from` had nothing after all.
 async fn buffered_chunk(
-    from: &TcpStream,
-    to: &TcpStream,
+    from: &mut impl SpliceSource,
+    to: &mut impl SpliceSink,
     size: usize,
 ) -> io::Result<Option<usize>> {
-    // try_read and try_write do not count against tokio's cooperative budget (the
-    // splice path's async_io does): without this a source that always has data and a
-    // destination that always takes it would never let the thread run anything else.
-    tokio::task::consume_budget().await;
     let mut buf = vec![0u8; size.max(1)];
-    let read = match from.try_read(&mut buf) {
-        Err(error) if error.kind() == io::ErrorKind::WouldBlock => return Ok(None),
-        read => read?,
+    let Some(read) = from.read_chunk(&mut buf).await? else {
+        return Ok(None);
     };
-    let mut written = 0;
-    while written < read {
-        match to.try_write(&buf[written..read]) {
-            Err(error) if error.kind() == io::ErrorKind::WouldBlock => to.writable().await?,
-            n => written += n?,
-        }
-    }
+    ends::write_all(to, &buf[..read]).await?;
     Ok(Some(read))
 }

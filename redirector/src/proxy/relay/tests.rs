@@ -1,6 +1,6 @@
 use super::*;
 use crate::tls::sniff::{OpeningRefused, OpeningRule, RefusedKind};
-use tokio::io::duplex;
+use tokio::io::{AsyncWriteExt, duplex};
 
 #[tokio::test]
 async fn half_close_keeps_the_other_direction_open() {
@@ -107,7 +107,7 @@ async fn loopback_with(
         .await
         .unwrap();
     let (mut client, _) = front.accept().await.unwrap();
-    let mut upstream = TcpStream::connect(back.local_addr().unwrap())
+    let upstream = TcpStream::connect(back.local_addr().unwrap())
         .await
         .unwrap();
     let (server, _) = back.accept().await.unwrap();
@@ -129,8 +129,8 @@ async fn loopback_with(
         };
         let (moved, result) = relay_tcp(
             &mut guard,
-            write,
-            &mut upstream,
+            write.as_ref(),
+            &upstream,
             &lent,
             64 * 1024,
             Duration::from_secs(30),

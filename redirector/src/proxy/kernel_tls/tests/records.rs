@@ -5,7 +5,14 @@ use super::*;
 
 /// A server that hands its keys over after the handshake and seals `records` (content
 /// type, plaintext) in one write, then waits for the client to close.
-async fn sealing_server(tls: ServerTls, records: Vec<(u8, Vec<u8>)>) -> bool {
+pub(super) async fn sealing_server(tls: ServerTls, records: Vec<(u8, Vec<u8>)>) -> bool {
+    let mut tcp = sealed(tls, records).await;
+    let mut rest = Vec::new();
+    tcp.read_to_end(&mut rest).await.is_ok()
+}
+
+/// The server's side of [`sealing_server`] once its records are written.
+pub(super) async fn sealed(tls: ServerTls, records: Vec<(u8, Vec<u8>)>) -> TcpStream {
     let (mut tcp, session) = tls.into_inner();
     let (seq, secret) = session.dangerous_extract_secrets().unwrap().tx;
     let mut sealer = RecordKey::new(&CryptoInfo::tls13(seq, &secret).unwrap());
@@ -13,8 +20,7 @@ async fn sealing_server(tls: ServerTls, records: Vec<(u8, Vec<u8>)>) -> bool {
         .flat_map(|(content_type, plain)| sealer.seal(*content_type, plain))
         .collect();
     tcp.write_all(&wire).await.unwrap();
-    let mut rest = Vec::new();
-    tcp.read_to_end(&mut rest).await.is_ok()
+    tcp
 }
 
 #[tokio::test]
