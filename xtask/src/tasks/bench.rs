@@ -83,6 +83,11 @@ pub struct BenchArgs {
     /// Skip the ceilings (iperf3, openssl speed, tls_speed).
     #[arg(long)]
     no_ceilings: bool,
+    /// One more argument for `redirector run` in every redirector case (repeatable),
+    /// e.g. `--agent-arg=--kernel-tls=require` to measure kernel TLS where the kernel has
+    /// it (where it has none the agent does not start, and the run says so).
+    #[arg(long = "agent-arg", value_name = "ARG", allow_hyphen_values = true)]
+    agent_args: Vec<String>,
 }
 
 /// Where HAProxy `mode tcp` listens (node, pod-facing address).
@@ -143,6 +148,7 @@ pub fn bench(args: &BenchArgs) -> Result<ExitCode> {
         workloads,
         ceilings: !args.no_ceilings,
         tls_speed,
+        agent_args: &args.agent_args,
     };
     let mut setup = Vec::new();
     let load_before = loadavg();
@@ -227,6 +233,8 @@ struct Plan<'a> {
     tools: &'a Tools,
     /// In run order (`--cases`).
     cases: Vec<Case>,
+    /// Extra arguments of every agent (`--agent-arg`).
+    agent_args: &'a [String],
     /// In run order (`--workloads`).
     workloads: Vec<Workload>,
     /// Whether to measure the ceilings after the repetitions (not `--no-ceilings`).

@@ -93,8 +93,14 @@ impl Bed<'_> {
         config.in_pod_cgroup = false;
         // The same one thread HAProxy gets (`nbthread 1`): equal resources.
         config.extra_args = vec!["--worker-threads".to_owned(), "1".to_owned()];
+        config.extra_args.extend(plan.agent_args.iter().cloned());
         let agent = Agent::start(self.topology, &config).map_err(|e| {
-            let mut reason = format!("the agent did not start: {e:#}");
+            // The agent's own error first: the report cuts long reasons short.
+            let text = format!("{e:#}");
+            let mut reason = match text.split("stderr: ").find_map(log_message) {
+                Some(error) => format!("the agent did not start: {error} ({text})"),
+                None => format!("the agent did not start: {text}"),
+            };
             if let Some(problems) = &backends.check_problems {
                 reason.push_str(&format!(" (redirector check: {problems})"));
             }

@@ -46,14 +46,17 @@ pub(super) fn describe(plan: &Plan, nginx: &Nginx, haproxy: Option<&Haproxy>) ->
              ({nat}, pod netns, OUTPUT) that exists only during that case's runs; config: \
              bench/haproxy.cfg.tmpl"
         ),
-        "redirector: `redirector run --worker-threads 1` (release build; one thread, as HAProxy) in the node, Backend `bench/api` for \
-         api.redirector.test:443, `tls.mode: ServerOnly` verified against the CA ConfigMap \
-         `bench/api-ca`, with `protocol: TCP` (byte splice) or `protocol: HTTP` (hyper, upstream \
-         connections pooled, ALPN h2,http/1.1), one Backend directory and one agent per case; \
-         started, measured, stopped and uninstalled in every repetition, so no program is \
-         attached to the pod cgroup during the other cases and every repetition starts with an \
-         empty pool; Backend: bench/backend.yaml.tmpl"
-            .to_owned(),
+        format!(
+            "redirector: `redirector run --worker-threads 1{}` (release build; one thread, as \
+             HAProxy) in the node, Backend `bench/api` for api.redirector.test:443, `tls.mode: \
+             ServerOnly` verified against the CA ConfigMap `bench/api-ca`, with `protocol: TCP` \
+             (byte splice) or `protocol: HTTP` (hyper, upstream connections pooled, ALPN \
+             h2,http/1.1), one Backend directory and one agent per case; started, measured, \
+             stopped and uninstalled in every repetition, so no program is attached to the pod \
+             cgroup during the other cases and every repetition starts with an empty pool; \
+             Backend: bench/backend.yaml.tmpl",
+            plan.agent_args.iter().map(|a| format!(" {a}")).collect::<String>()
+        ),
         format!(
             "plaintext Backend: `bench/api-plain` for api.redirector.test:{PLAIN_PORT}, no `tls`, \
              `protocol: TCP`: the agent forwards the bytes unchanged; a redirector run in which the \

@@ -46,12 +46,17 @@ pub(super) fn head(
         redirector,
         label: args.label.clone().unwrap_or_default(),
         run: format!(
-            "{}{} x {} s, cases {}, workloads {}",
+            "{}{} x {} s, cases {}, workloads {}{}",
             if args.quick { "quick, " } else { "" },
             plan.reps,
             plan.duration_s,
             cases.join(","),
-            workloads.join(",")
+            workloads.join(","),
+            if plan.agent_args.is_empty() {
+                String::new()
+            } else {
+                format!(", agent args `{}`", plan.agent_args.join(" "))
+            }
         ),
         report: out.display().to_string(),
     }
