@@ -32,7 +32,7 @@ use tokio::{
 use self::buffered::{Buffered, FromReaderBuffer};
 pub use self::{
     ends::{SpliceSink, SpliceSource, Spliced},
-    pipe::Pipes,
+    pipe::{DEFAULT_PIPE_SIZE, Pipes},
 };
 use super::activity::Activity;
 use crate::tls::sniff::FirstBytesGuard;

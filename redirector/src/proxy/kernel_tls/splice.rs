@@ -10,16 +10,17 @@ use std::{future::poll_fn, io};
 use tokio::{io::ReadBuf, net::TcpStream};
 
 use super::stream::{KernelTlsRead, KernelTlsWrite};
-use crate::proxy::relay::{SpliceSink, SpliceSource, Spliced};
+use crate::proxy::relay::{DEFAULT_PIPE_SIZE, SpliceSink, SpliceSource, Spliced};
 
 impl SpliceSource for KernelTlsRead<'_> {
     fn socket(&self) -> &TcpStream {
         self.socket
     }
 
-    fn judge(&self, result: io::Result<usize>) -> io::Result<Spliced> {
+    fn classify(&self, result: io::Result<usize>) -> io::Result<Spliced> {
         match result {
-            // An empty data record, or the end: recvmsg(2) tells which.
+            // An empty data record, or the end (with or without close_notify before
+            // it): recvmsg(2) tells which.
             Ok(0) => Ok(Spliced::ReadInstead),
             Ok(moved) => Ok(Spliced::Moved(moved)),
             // A record of another type, which the kernel keeps for the next read.
@@ -28,10 +29,23 @@ impl SpliceSource for KernelTlsRead<'_> {
         }
     }
 
+    /// Without waiting: a connection whose server says nothing more after its session
+    /// tickets holds no buffer.
     async fn read_chunk(&mut self, buf: &mut [u8]) -> io::Result<Option<usize>> {
+        // recvmsg(2) through try_io does not count against tokio's cooperative budget.
+        tokio::task::consume_budget().await;
         let mut out = ReadBuf::new(buf);
-        poll_fn(|cx| self.reading.poll_read(self.socket, cx, &mut out)).await?;
-        Ok(Some(out.filled().len()))
+        let read = self.reading.try_read(self.socket, &mut out)?;
+        Ok(read.map(|()| out.filled().len()))
+    }
+
+    fn pipe_needed(&self) -> usize {
+        // The kernel moves a record into the pipe and frees it even when the pipe took
+        // only part of it (tls_sw_splice_read checks what it asked, not what moved). A
+        // decrypted record is at most 16 KiB in at most 5 pages, and a pipe is given 16
+        // buffers unless its user is over `pipe-user-pages-soft` (then 2): only a pipe
+        // of the default size is used, else the record is read instead.
+        DEFAULT_PIPE_SIZE
     }
 }
 

@@ -62,10 +62,11 @@ pub(super) struct Reading {
 /// What writing has sent with the send key.
 #[derive(Debug)]
 pub(super) struct Writing {
-    /// Records sent with these keys, as the kernel cuts them when it has memory (every
-    /// write ends a record, a record is at most 16 KiB). Under memory pressure it may
-    /// close records earlier than counted; rustls's limit (AES-GCM: 2^24) sits below
-    /// RFC 8446's (2^24.5), which absorbs that.
+    /// Records sent with these keys, counted as if every write ended a record (a record
+    /// is at most 16 KiB): a write that the kernel took in part, leaving its record open
+    /// for the next, is counted twice, which only errs on the safe side. Under memory
+    /// pressure the kernel may close records earlier than counted; rustls's limit
+    /// (AES-GCM: 2^24) sits below RFC 8446's (2^24.5), which absorbs that.
     records_sent: u64,
     /// The cipher suite's confidentiality limit: the kernel does not rekey, so the
     /// connection ends before its keys reach it.
@@ -174,12 +175,19 @@ impl Writing {
         Poll::Ready(Ok(written))
     }
 
-    /// Sends close_notify, then the FIN.
+    /// Sends close_notify, then the FIN. The kernel sends the close_notify only once it
+    /// has handed TCP the rest of a record it was still holding (a full socket buffer
+    /// left it partly sent: until then the send fails with EAGAIN), and seals it only
+    /// when the socket buffer has room, so the FIN, which goes straight to TCP, never
+    /// overtakes a data record.
     pub(super) fn poll_shutdown(
         &mut self,
         socket: &TcpStream,
         cx: &mut Context<'_>,
     ) -> Poll<io::Result<()>> {
+        if !self.close_notify_sent {
+            self.admit(2)?;
+        }
         while !self.close_notify_sent {
             ready!(socket.poll_write_ready(cx))?;
             let fd = socket.as_raw_fd();
@@ -187,7 +195,10 @@ impl Writing {
             match socket.try_io(Interest::WRITABLE, || sys::send_record(fd, ALERT, &[1, 0])) {
                 Err(error) if error.kind() == io::ErrorKind::WouldBlock => {}
                 Err(error) => return Poll::Ready(Err(error)),
-                Ok(_) => self.close_notify_sent = true,
+                Ok(_) => {
+                    self.close_notify_sent = true;
+                    self.wrote(2);
+                }
             }
         }
         Poll::Ready(socket2::SockRef::from(socket).shutdown(std::net::Shutdown::Write))
@@ -209,25 +220,38 @@ impl Reading {
         out: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         loop {
-            if self.peer_closed || out.remaining() == 0 {
+            if let Some(()) = self.try_read(socket, out)? {
                 return Poll::Ready(Ok(()));
             }
             ready!(socket.poll_read_ready(cx))?;
+        }
+    }
+
+    /// [`Self::poll_read`] without waiting: `None` (readiness cleared) when the socket
+    /// has no whole record, after handling those that are not data.
+    pub(super) fn try_read(
+        &mut self,
+        socket: &TcpStream,
+        out: &mut ReadBuf<'_>,
+    ) -> io::Result<Option<()>> {
+        loop {
+            if self.peer_closed || out.remaining() == 0 {
+                return Ok(Some(()));
+            }
             let fd = socket.as_raw_fd();
             // Straight into the caller's buffer: a record that does not fit is returned
             // in parts, each naming its type.
             let read = socket.try_io(Interest::READABLE, || sys::recv_record(fd, out));
             let (n, record_type) = match read {
-                Err(error) if error.kind() == io::ErrorKind::WouldBlock => continue,
-                Err(error) => return Poll::Ready(Err(error)),
-                Ok(read) => read,
+                Err(error) if error.kind() == io::ErrorKind::WouldBlock => return Ok(None),
+                read => read?,
             };
             // A kernel that read no record names no type: the end of the stream.
             let Some(record_type) = record_type.or((n > 0).then_some(APPLICATION_DATA)) else {
-                return Poll::Ready(Err(io::Error::new(
+                return Err(io::Error::new(
                     io::ErrorKind::UnexpectedEof,
                     "peer closed connection without sending TLS close_notify",
-                )));
+                ));
             };
             match (n, record_type) {
                 // An empty data record (TLS 1.3 allows them), perhaps followed by a
@@ -235,12 +259,10 @@ impl Reading {
                 (0, APPLICATION_DATA) => {}
                 (_, APPLICATION_DATA) => {
                     out.advance(n);
-                    return Poll::Ready(Ok(()));
+                    return Ok(Some(()));
                 }
                 (0, other) => {
-                    return Poll::Ready(Err(invalid(&format!(
-                        "an empty record of content type {other}"
-                    ))));
+                    return Err(invalid(&format!("an empty record of content type {other}")));
                 }
                 (_, other) => {
                     // Read into the caller's buffer, not handed on.
@@ -258,23 +280,26 @@ impl Reading {
         match record_type {
             ALERT => {
                 self.alert.extend_from_slice(bytes);
-                match *self.alert {
-                    [_] => Ok(()),
-                    [_, CLOSE_NOTIFY] => {
-                        self.peer_closed = true;
-                        Ok(())
+                // Two bytes each (level, description). Kernels before "tls: stop recv()
+                // if initial process_rx_list gave us non-DATA" (2024) may return two
+                // alert records in one read, once splice(2) put one back.
+                while let [_, description, ..] = *self.alert {
+                    match description {
+                        CLOSE_NOTIFY => {
+                            self.peer_closed = true;
+                            return Ok(());
+                        }
+                        // Followed by a close_notify.
+                        USER_CANCELED => drop(self.alert.drain(..2)),
+                        other => {
+                            return Err(io::Error::new(
+                                io::ErrorKind::InvalidData,
+                                rustls::Error::AlertReceived(AlertDescription::from(other)),
+                            ));
+                        }
                     }
-                    // Followed by a close_notify.
-                    [_, USER_CANCELED] => {
-                        self.alert.clear();
-                        Ok(())
-                    }
-                    [_, description] => Err(io::Error::new(
-                        io::ErrorKind::InvalidData,
-                        rustls::Error::AlertReceived(AlertDescription::from(description)),
-                    )),
-                    _ => Err(invalid("a malformed alert record")),
                 }
+                Ok(())
             }
             HANDSHAKE => {
                 self.handshake.extend_from_slice(bytes);

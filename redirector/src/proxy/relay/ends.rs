@@ -25,11 +25,18 @@ pub trait SpliceSource {
     /// What a splice(2) out of [`Self::socket`] that returned `result` means. Runs inside
     /// the socket's `try_io`: a would-block must stay an error (it clears readiness),
     /// and a [`Spliced::ReadInstead`] must not (the read after it needs it).
-    fn judge(&self, result: io::Result<usize>) -> io::Result<Spliced>;
+    fn classify(&self, result: io::Result<usize>) -> io::Result<Spliced>;
 
     /// One chunk into `buf` without splice(2) (0 at EOF): what splice(2) cannot pass,
-    /// or anything when no pipe is free. `None` if nothing was there after all.
+    /// or anything when no pipe is free. `None`, having waited for nothing, if nothing
+    /// was there after all.
     async fn read_chunk(&mut self, buf: &mut [u8]) -> io::Result<Option<usize>>;
+
+    /// The smallest pipe (bytes) a splice out of this socket may go into; with a smaller
+    /// one the chunk is read instead.
+    fn pipe_needed(&self) -> usize {
+        0
+    }
 }
 
 /// The socket a spliced direction writes.
@@ -54,7 +61,7 @@ impl SpliceSource for &TcpStream {
         self
     }
 
-    fn judge(&self, result: io::Result<usize>) -> io::Result<Spliced> {
+    fn classify(&self, result: io::Result<usize>) -> io::Result<Spliced> {
         let nothing = match &result {
             Ok(moved) => *moved == 0,
             Err(error) => error.kind() == io::ErrorKind::WouldBlock,

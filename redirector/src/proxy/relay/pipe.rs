@@ -31,11 +31,17 @@ const CHUNK: usize = 64 * 1024;
 /// only while a chunk moves, so few are in use at any instant.
 const IDLE_MAX: usize = 64;
 
+/// The size the kernel gives a new pipe (16 pages), unless its user holds more than
+/// `pipe-user-pages-soft` in pipes (then 2 pages).
+pub const DEFAULT_PIPE_SIZE: usize = 64 * 1024;
+
 /// A pipe that splice(2) moves bytes through.
 #[derive(Debug)]
 struct Pipe {
     read: OwnedFd,
     write: OwnedFd,
+    /// Its capacity in bytes (`F_GETPIPE_SZ`; 0 if that failed).
+    size: usize,
 }
 
 impl Pipe {
@@ -48,7 +54,10 @@ impl Pipe {
         }
         // SAFETY: pipe2 succeeded, so both are open descriptors that nothing else owns.
         let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-        Ok(Self { read, write })
+        // SAFETY: F_GETPIPE_SZ takes no argument and only reads the descriptor's pipe.
+        let size = unsafe { libc::fcntl(read.as_raw_fd(), libc::F_GETPIPE_SZ) };
+        let size = usize::try_from(size).unwrap_or(0);
+        Ok(Self { read, write, size })
     }
 }
 
@@ -131,6 +140,12 @@ struct Lent<'a> {
     holding: usize,
 }
 
+impl Lent<'_> {
+    fn size(&self) -> usize {
+        self.pipe.as_ref().map_or(0, |pipe| pipe.size)
+    }
+}
+
 impl Drop for Lent<'_> {
     fn drop(&mut self) {
         let Some(pipe) = self.pipe.take() else { return };
@@ -181,7 +196,10 @@ pub async fn splice_until_eof(
         to.socket().writable().await?;
         // Neither a pipe nor a buffer is held while waiting for data: readiness can be
         // stale, and a chunk that finds nothing gives them back and waits again.
-        let moved_now = match pipes.lend() {
+        let lent = pipes
+            .lend()
+            .filter(|lent| lent.size() >= from.pipe_needed());
+        let moved_now = match lent {
             Some(mut lent) => match spliced_chunk(&from, &mut to, &mut lent).await? {
                 Some(Spliced::Moved(moved_now)) => Some(moved_now),
                 None => None,
@@ -216,10 +234,10 @@ async fn spliced_chunk(
         None => return Err(io::Error::other("the lent pipe was given back already")),
     };
     let socket = from.socket();
-    // The pipe is empty here: a would-block can only be the socket's. Judged in here: a
-    // would-block out of try_io clears the readiness, which a read instead needs.
+    // The pipe is empty here: a would-block can only be the socket's. Classified in
+    // here: a would-block out of try_io clears the readiness, which a read instead needs.
     let filled = socket.try_io(Interest::READABLE, || {
-        from.judge(splice(socket.as_raw_fd(), pipe_write, CHUNK))
+        from.classify(splice(socket.as_raw_fd(), pipe_write, CHUNK))
     });
     let filled = match filled {
         Err(error) if error.kind() == io::ErrorKind::WouldBlock => return Ok(None),

@@ -47,3 +47,52 @@ async fn a_connection_asks_to_be_retired_a_sixteenth_before_its_record_limit() {
     stream.write_all(&[0; MAX_PLAINTEXT + 1]).await.unwrap();
     assert!(retiring.load(Ordering::Relaxed), "two more records");
 }
+
+#[test]
+fn alerts_are_read_two_bytes_at_a_time_however_the_kernel_joins_them() {
+    // user_canceled and close_notify in one read (kernels before the 2024 fix).
+    let mut reading = Reading::default();
+    reading
+        .control(ALERT, &[1, USER_CANCELED, 1, CLOSE_NOTIFY])
+        .unwrap();
+    assert!(reading.peer_closed);
+    // One alert over two one-byte reads.
+    let mut reading = Reading::default();
+    reading.control(ALERT, &[1]).unwrap();
+    reading.control(ALERT, &[USER_CANCELED, 1]).unwrap();
+    assert!(!reading.peer_closed);
+    reading.control(ALERT, &[CLOSE_NOTIFY]).unwrap();
+    assert!(reading.peer_closed);
+    // Any other alert ends the connection, also behind a user_canceled.
+    let mut reading = Reading::default();
+    let error = reading
+        .control(ALERT, &[1, USER_CANCELED, 2, 40])
+        .unwrap_err();
+    assert!(error.to_string().contains("HandshakeFailure"), "{error}");
+}
+
+#[test]
+fn a_write_that_could_pass_the_record_limit_is_refused_before_it_is_made() {
+    let limit = 1000;
+    let mut writing = Writing {
+        records_sent: limit - 2,
+        record_limit: limit,
+        retiring: Arc::default(),
+        close_notify_sent: false,
+    };
+    writing.admit(MAX_PLAINTEXT).unwrap();
+    writing.admit(2 * MAX_PLAINTEXT).unwrap();
+    assert!(
+        writing.admit(2 * MAX_PLAINTEXT + 1).is_err(),
+        "three records"
+    );
+    writing.wrote(1);
+    assert!(writing.admit(MAX_PLAINTEXT + 1).is_err(), "two records");
+    writing.admit(0).unwrap();
+    writing.wrote(0);
+    let error = writing.admit(0).unwrap_err();
+    assert!(
+        error.to_string().contains("limit of 1000 records"),
+        "{error}"
+    );
+}

@@ -12,6 +12,17 @@ use crate::{
 
 const FAREWELL: &[u8] = b"goodbye from the server";
 
+/// How long a test may take before a hang (a direction waiting for what never comes)
+/// fails it; a megabyte each way takes about a second under software emulation.
+const DEADLINE: Duration = Duration::from_secs(60);
+
+/// `test`, failed if it runs past [`DEADLINE`].
+async fn within_deadline(test: impl Future<Output = ()>) {
+    if tokio::time::timeout(DEADLINE, test).await.is_err() {
+        panic!("still running after {DEADLINE:?}: a direction hangs");
+    }
+}
+
 /// Greets, echoes until the client's close_notify, then says [`FAREWELL`] and closes
 /// with its own close_notify; `true` if all of that went through.
 async fn echo_then_close(mut tls: ServerTls) -> bool {
@@ -74,109 +85,118 @@ async fn relayed(upstream: UpstreamTls) -> Relayed {
 
 #[tokio::test]
 async fn spliced_bytes_cross_kernel_tls_both_ways_and_end_with_close_notify() {
-    let sent: Vec<u8> = (0..1 << 20).map(|i: u32| (i % 251) as u8).collect();
-    let expected = [GREETING, &sent, FAREWELL].concat();
-    for cipher in ciphers() {
-        let (upstream, served) = connected_to(true, cipher, echo_then_close).await;
-        let Relayed {
-            app,
-            relay,
-            handed,
-            pipes,
-        } = relayed(upstream).await;
-        let (mut from_app, mut to_app) = app.into_split();
-        let writer = async {
-            to_app.write_all(&sent).await.unwrap();
-            to_app.shutdown().await.unwrap();
-        };
-        let reader = async {
-            let mut got = Vec::new();
-            from_app.read_to_end(&mut got).await.unwrap();
-            got
-        };
-        let ((), got) = tokio::join!(writer, reader);
-        assert!(
-            got == expected,
-            "{cipher:?}, handed over: {handed}: {} bytes came back, {} expected",
-            got.len(),
-            expected.len()
-        );
-        let (moved, result) = relay.await.unwrap();
-        result.unwrap();
-        assert_eq!(moved.client_to_upstream, sent.len() as u64);
-        assert_eq!(moved.upstream_to_client, expected.len() as u64);
-        assert!(served.await.unwrap(), "{cipher:?}: close_notify both ways");
-        // Handed over, the bytes go through pipes: only a record that is not data (the
-        // server's session tickets) and what one read takes after it use a buffer.
-        let spliced = pipes.spliced();
-        let expect = if handed {
-            (sent.len() + expected.len()) as u64 * 9 / 10
-        } else {
-            0
-        };
-        assert!(spliced >= expect, "{cipher:?}: {spliced} bytes spliced");
-    }
+    within_deadline(async {
+        let sent: Vec<u8> = (0..1 << 20).map(|i: u32| (i % 251) as u8).collect();
+        let expected = [GREETING, &sent, FAREWELL].concat();
+        for cipher in ciphers() {
+            let (upstream, served) = connected_to(true, cipher, echo_then_close).await;
+            let Relayed {
+                app,
+                relay,
+                handed,
+                pipes,
+            } = relayed(upstream).await;
+            let (mut from_app, mut to_app) = app.into_split();
+            let writer = async {
+                to_app.write_all(&sent).await.unwrap();
+                to_app.shutdown().await.unwrap();
+            };
+            let reader = async {
+                let mut got = Vec::new();
+                from_app.read_to_end(&mut got).await.unwrap();
+                got
+            };
+            let ((), got) = tokio::join!(writer, reader);
+            assert!(
+                got == expected,
+                "{cipher:?}, handed over: {handed}: {} bytes came back, {} expected",
+                got.len(),
+                expected.len()
+            );
+            let (moved, result) = relay.await.unwrap();
+            result.unwrap();
+            assert_eq!(moved.client_to_upstream, sent.len() as u64);
+            assert_eq!(moved.upstream_to_client, expected.len() as u64);
+            assert!(served.await.unwrap(), "{cipher:?}: close_notify both ways");
+            // Handed over, the bytes go through pipes: only a record that is not data (the
+            // server's session tickets) and what one read takes after it use a buffer.
+            let spliced = pipes.spliced();
+            let expect = if handed {
+                (sent.len() + expected.len()) as u64 * 9 / 10
+            } else {
+                0
+            };
+            assert!(spliced >= expect, "{cipher:?}: {spliced} bytes spliced");
+        }
+    })
+    .await;
 }
 
 #[tokio::test]
 async fn spliced_relay_reads_what_splice_cannot_pass_with_recvmsg() {
-    // NewSessionTicket: lifetime, age_add, a 1-byte nonce, a 1-byte ticket, no extensions.
-    let ticket = vec![4, 0, 0, 15, 0, 0, 0, 60, 0, 0, 0, 0, 1, 0, 0, 1, 7, 0, 0];
-    let records = vec![
-        (sys::APPLICATION_DATA, Vec::new()),
-        (sys::APPLICATION_DATA, b"between empty records".to_vec()),
-        (sys::HANDSHAKE, ticket),
-        (sys::APPLICATION_DATA, Vec::new()),
-        (sys::APPLICATION_DATA, b", a ticket, and an alert".to_vec()),
-        (ALERT, vec![1, 90]),
-        (ALERT, vec![1, 0]),
-    ];
-    for cipher in ciphers() {
-        let records = records.clone();
-        let serve = |tls| records::sealing_server(tls, records);
-        let (upstream, served) = connected_to(true, cipher, serve).await;
+    within_deadline(async {
+        // NewSessionTicket: lifetime, age_add, a 1-byte nonce, a 1-byte ticket, no extensions.
+        let ticket = vec![4, 0, 0, 15, 0, 0, 0, 60, 0, 0, 0, 0, 1, 0, 0, 1, 7, 0, 0];
+        let records = vec![
+            (sys::APPLICATION_DATA, Vec::new()),
+            (sys::APPLICATION_DATA, b"between empty records".to_vec()),
+            (sys::HANDSHAKE, ticket),
+            (sys::APPLICATION_DATA, Vec::new()),
+            (sys::APPLICATION_DATA, b", a ticket, and an alert".to_vec()),
+            (ALERT, vec![1, 90]),
+            (ALERT, vec![1, 0]),
+        ];
+        for cipher in ciphers() {
+            let records = records.clone();
+            let serve = |tls| records::sealing_server(tls, records);
+            let (upstream, served) = connected_to(true, cipher, serve).await;
+            let Relayed {
+                mut app,
+                relay,
+                handed,
+                ..
+            } = relayed(upstream).await;
+            let mut got = Vec::new();
+            app.read_to_end(&mut got).await.unwrap();
+            app.shutdown().await.unwrap();
+            let (moved, result) = relay.await.unwrap();
+            assert_eq!(
+                String::from_utf8_lossy(&got),
+                "between empty records, a ticket, and an alert",
+                "{cipher:?}, handed over: {handed}, relay: {result:?}"
+            );
+            result.unwrap();
+            assert_eq!(moved.upstream_to_client, got.len() as u64);
+            assert!(served.await.unwrap());
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn spliced_relay_fails_when_the_server_closes_without_close_notify() {
+    within_deadline(async {
+        let records = vec![(sys::APPLICATION_DATA, b"cut short".to_vec())];
+        let (upstream, served) = connected_to(
+            true,
+            CipherSuite::TLS13_AES_128_GCM_SHA256,
+            |tls| async move { drop(sealed(tls, records).await) },
+        )
+        .await;
         let Relayed {
             mut app,
             relay,
             handed,
             ..
         } = relayed(upstream).await;
+        served.await.unwrap();
         let mut got = Vec::new();
-        app.read_to_end(&mut got).await.unwrap();
-        app.shutdown().await.unwrap();
+        let _ = app.read_to_end(&mut got).await;
+        assert_eq!(got, b"cut short", "handed over: {handed}");
         let (moved, result) = relay.await.unwrap();
-        assert_eq!(
-            String::from_utf8_lossy(&got),
-            "between empty records, a ticket, and an alert",
-            "{cipher:?}, handed over: {handed}, relay: {result:?}"
-        );
-        result.unwrap();
-        assert_eq!(moved.upstream_to_client, got.len() as u64);
-        assert!(served.await.unwrap());
-    }
-}
-
-#[tokio::test]
-async fn spliced_relay_fails_when_the_server_closes_without_close_notify() {
-    let records = vec![(sys::APPLICATION_DATA, b"cut short".to_vec())];
-    let (upstream, served) = connected_to(
-        true,
-        CipherSuite::TLS13_AES_128_GCM_SHA256,
-        |tls| async move { drop(sealed(tls, records).await) },
-    )
+        let error = result.unwrap_err();
+        assert!(error.to_string().contains("close_notify"), "{error}");
+        assert_eq!(moved.upstream_to_client, 9);
+    })
     .await;
-    let Relayed {
-        mut app,
-        relay,
-        handed,
-        ..
-    } = relayed(upstream).await;
-    served.await.unwrap();
-    let mut got = Vec::new();
-    let _ = app.read_to_end(&mut got).await;
-    assert_eq!(got, b"cut short", "handed over: {handed}");
-    let (moved, result) = relay.await.unwrap();
-    let error = result.unwrap_err();
-    assert!(error.to_string().contains("close_notify"), "{error}");
-    assert_eq!(moved.upstream_to_client, 9);
 }
