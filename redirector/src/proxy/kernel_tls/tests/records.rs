@@ -13,13 +13,27 @@ pub(super) async fn sealing_server(tls: ServerTls, records: Vec<(u8, Vec<u8>)>) 
 
 /// The server's side of [`sealing_server`] once its records are written.
 pub(super) async fn sealed(tls: ServerTls, records: Vec<(u8, Vec<u8>)>) -> TcpStream {
+    sealed_in_pieces(tls, records, usize::MAX).await
+}
+
+/// [`sealed`], the records written `piece` bytes at a time, each its own segment.
+pub(super) async fn sealed_in_pieces(
+    tls: ServerTls,
+    records: Vec<(u8, Vec<u8>)>,
+    piece: usize,
+) -> TcpStream {
     let (mut tcp, session) = tls.into_inner();
+    tcp.set_nodelay(true).unwrap();
     let (seq, secret) = session.dangerous_extract_secrets().unwrap().tx;
     let mut sealer = RecordKey::new(&CryptoInfo::tls13(seq, &secret).unwrap());
     let wire: Vec<u8> = (records.iter())
         .flat_map(|(content_type, plain)| sealer.seal(*content_type, plain))
         .collect();
-    tcp.write_all(&wire).await.unwrap();
+    for piece in wire.chunks(piece) {
+        tcp.write_all(piece).await.unwrap();
+        // Let the reader take what arrived before the rest follows.
+        tokio::task::yield_now().await;
+    }
     tcp
 }
 

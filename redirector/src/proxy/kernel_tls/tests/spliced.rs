@@ -4,10 +4,13 @@
 
 use std::{io, time::Duration};
 
-use super::{records::sealed, *};
+use super::{
+    records::{sealed, sealed_in_pieces},
+    *,
+};
 use crate::{
     proxy::relay::{Pipes, Transferred, relay_spliced, relay_tls},
-    tls::sniff::FirstBytesGuard,
+    tls::sniff::{FirstBytesGuard, OpeningRule},
 };
 
 const FAREWELL: &[u8] = b"goodbye from the server";
@@ -62,7 +65,13 @@ async fn relayed(upstream: UpstreamTls) -> Relayed {
     let relay = tokio::spawn(async move {
         let (pipes, buffer_size, idle) = (&*lent, 64 * 1024, Duration::from_secs(30));
         let (read, mut write) = client.split();
-        let mut guard = FirstBytesGuard::released(read, Vec::new());
+        // As `tcp.rs` guards it: the client's opening is judged (plaintext is allowed)
+        // and then written to the upstream before splicing starts.
+        let rule = OpeningRule {
+            names: Vec::new(),
+            plaintext: Ok(()),
+        };
+        let mut guard = FirstBytesGuard::new(read, rule, true);
         match offload {
             Offload::Kernel(mut upstream) => {
                 let (from, to) = upstream.split();
@@ -169,6 +178,47 @@ async fn spliced_relay_reads_what_splice_cannot_pass_with_recvmsg() {
             assert_eq!(moved.upstream_to_client, got.len() as u64);
             assert!(served.await.unwrap());
         }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn spliced_relay_waits_for_records_that_arrive_in_pieces() {
+    within_deadline(async {
+        let big: Vec<u8> = (0..16 * 1024).map(|i: u32| (i % 251) as u8).collect();
+        let records = vec![
+            (sys::APPLICATION_DATA, big.clone()),
+            (sys::APPLICATION_DATA, b"and a small one".to_vec()),
+            (ALERT, vec![1, 0]),
+        ];
+        let expected = [&big[..], b"and a small one"].concat();
+        let serve = |tls| async move {
+            let mut tcp = sealed_in_pieces(tls, records, 1000).await;
+            let mut rest = Vec::new();
+            tcp.read_to_end(&mut rest).await.is_ok()
+        };
+        let cipher = CipherSuite::TLS13_CHACHA20_POLY1305_SHA256;
+        let (upstream, served) = connected_to(true, cipher, serve).await;
+        let Relayed {
+            mut app,
+            relay,
+            handed,
+            pipes,
+        } = relayed(upstream).await;
+        let mut got = Vec::new();
+        app.read_to_end(&mut got).await.unwrap();
+        assert!(
+            got == expected,
+            "handed over: {handed}: {} bytes",
+            got.len()
+        );
+        app.shutdown().await.unwrap();
+        let (_, result) = relay.await.unwrap();
+        result.unwrap();
+        assert!(served.await.unwrap());
+        // Both data records went through the pipes, each whole once it had arrived.
+        let expect = if handed { expected.len() as u64 } else { 0 };
+        assert_eq!(pipes.spliced(), expect);
     })
     .await;
 }
