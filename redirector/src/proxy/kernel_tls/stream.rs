@@ -131,9 +131,10 @@ impl KernelTlsStream {
 }
 
 impl Writing {
-    /// An error if a write of `len` bytes could take the key past its record limit.
+    /// An error if a write of `len` bytes could take the key past its record limit, or
+    /// to it: the last record is kept for the close_notify.
     pub(super) fn admit(&self, len: usize) -> io::Result<()> {
-        if self.records_sent + records(len) <= self.record_limit {
+        if self.records_sent + records(len) < self.record_limit {
             return Ok(());
         }
         Err(io::Error::other(format!(
@@ -185,8 +186,9 @@ impl Writing {
         socket: &TcpStream,
         cx: &mut Context<'_>,
     ) -> Poll<io::Result<()>> {
-        if !self.close_notify_sent {
-            self.admit(2)?;
+        // Data writes leave a record for it; the FIN goes out in any case.
+        if self.records_sent >= self.record_limit {
+            self.close_notify_sent = true;
         }
         while !self.close_notify_sent {
             ready!(socket.poll_write_ready(cx))?;
@@ -197,7 +199,7 @@ impl Writing {
                 Err(error) => return Poll::Ready(Err(error)),
                 Ok(_) => {
                     self.close_notify_sent = true;
-                    self.wrote(2);
+                    self.count(1);
                 }
             }
         }
@@ -282,7 +284,8 @@ impl Reading {
                 self.alert.extend_from_slice(bytes);
                 // Two bytes each (level, description). Kernels before "tls: stop recv()
                 // if initial process_rx_list gave us non-DATA" (2024) may return two
-                // alert records in one read, once splice(2) put one back.
+                // alert records in one read, once splice(2) put one back; so a record
+                // of more than two bytes is read as several alerts, not refused.
                 while let [_, description, ..] = *self.alert {
                     match description {
                         CLOSE_NOTIFY => {

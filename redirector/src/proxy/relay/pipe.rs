@@ -56,8 +56,27 @@ impl Pipe {
         let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
         // SAFETY: F_GETPIPE_SZ takes no argument and only reads the descriptor's pipe.
         let size = unsafe { libc::fcntl(read.as_raw_fd(), libc::F_GETPIPE_SZ) };
-        let size = usize::try_from(size).unwrap_or(0);
+        let size = usize::try_from(size).unwrap_or_else(|_| {
+            let error = io::Error::last_os_error();
+            tracing::debug!(%error, "F_GETPIPE_SZ failed: the pipe is taken for the smallest");
+            0
+        });
         Ok(Self { read, write, size })
+    }
+
+    /// Sets the pipe's capacity (for tests: pipes as a uid over its soft limit gets).
+    #[cfg(test)]
+    fn resize(&mut self, size: usize) -> io::Result<()> {
+        // SAFETY: F_SETPIPE_SZ takes an int and changes only the descriptor's pipe.
+        let set = unsafe {
+            libc::fcntl(
+                self.read.as_raw_fd(),
+                libc::F_SETPIPE_SZ,
+                size as libc::c_int,
+            )
+        };
+        self.size = usize::try_from(set).map_err(|_| io::Error::last_os_error())?;
+        Ok(())
     }
 }
 
@@ -71,6 +90,9 @@ pub struct Pipes {
     /// Bytes splice(2) moved through the pipes (for tests: which path bytes took).
     #[cfg(test)]
     spliced: AtomicU64,
+    /// The capacity new pipes are given (for tests).
+    #[cfg(test)]
+    resize: Option<usize>,
 }
 
 impl Pipes {
@@ -81,6 +103,8 @@ impl Pipes {
             max,
             #[cfg(test)]
             spliced: AtomicU64::new(0),
+            #[cfg(test)]
+            resize: None,
         }
     }
 
@@ -96,6 +120,12 @@ impl Pipes {
                     return None;
                 }
                 match Pipe::new() {
+                    #[cfg(test)]
+                    Ok(mut pipe) if self.resize.is_some() => {
+                        let size = self.resize.unwrap_or_default();
+                        pipe.resize(size).expect("F_SETPIPE_SZ");
+                        pipe
+                    }
                     Ok(pipe) => pipe,
                     Err(error) => {
                         self.live.fetch_sub(1, Ordering::Relaxed);
@@ -110,6 +140,15 @@ impl Pipes {
             pipes: self,
             holding: 0,
         })
+    }
+
+    /// A pool whose pipes hold `size` bytes (for tests).
+    #[cfg(test)]
+    pub fn of_size(max: usize, size: usize) -> Self {
+        Self {
+            resize: Some(size),
+            ..Self::new(max)
+        }
     }
 
     /// Pipes that exist now (for tests).
@@ -149,7 +188,9 @@ impl Lent<'_> {
 impl Drop for Lent<'_> {
     fn drop(&mut self) {
         let Some(pipe) = self.pipe.take() else { return };
-        if self.holding == 0 {
+        // A pipe smaller than the default (made while the uid was over its soft limit)
+        // is not kept: it would be lent again before the full ones beneath it.
+        if self.holding == 0 && pipe.size >= DEFAULT_PIPE_SIZE {
             let mut idle = self.pipes.idle.lock().unwrap_or_else(|p| p.into_inner());
             if idle.len() < IDLE_MAX {
                 idle.push(pipe);

@@ -75,11 +75,12 @@ fn alerts_are_read_two_bytes_at_a_time_however_the_kernel_joins_them() {
 fn a_write_that_could_pass_the_record_limit_is_refused_before_it_is_made() {
     let limit = 1000;
     let mut writing = Writing {
-        records_sent: limit - 2,
+        records_sent: limit - 3,
         record_limit: limit,
         retiring: Arc::default(),
         close_notify_sent: false,
     };
+    // The last record is kept for the close_notify.
     writing.admit(MAX_PLAINTEXT).unwrap();
     writing.admit(2 * MAX_PLAINTEXT).unwrap();
     assert!(
@@ -95,4 +96,21 @@ fn a_write_that_could_pass_the_record_limit_is_refused_before_it_is_made() {
         error.to_string().contains("limit of 1000 records"),
         "{error}"
     );
+}
+
+/// At the limit the close_notify is left out, and the FIN still goes.
+#[tokio::test]
+async fn a_connection_at_its_record_limit_still_ends_with_a_fin() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let socket = TcpStream::connect(listener.local_addr().unwrap())
+        .await
+        .unwrap();
+    let (mut peer, _) = listener.accept().await.unwrap();
+    // No keys are set: what the socket sends arrives as it is.
+    let mut stream = KernelTlsStream::new(socket, 1000, 1000);
+    stream.shutdown().await.unwrap();
+    let mut got = Vec::new();
+    peer.read_to_end(&mut got).await.unwrap();
+    assert!(got.is_empty(), "{got:?}");
 }

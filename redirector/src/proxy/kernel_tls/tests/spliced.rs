@@ -53,6 +53,10 @@ struct Relayed {
 }
 
 async fn relayed(upstream: UpstreamTls) -> Relayed {
+    relayed_through(upstream, Arc::new(Pipes::new(16))).await
+}
+
+async fn relayed_through(upstream: UpstreamTls, pipes: Arc<Pipes>) -> Relayed {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let app = TcpStream::connect(listener.local_addr().unwrap())
         .await
@@ -60,7 +64,6 @@ async fn relayed(upstream: UpstreamTls) -> Relayed {
     let (mut client, _) = listener.accept().await.unwrap();
     let offload = offload_checked(upstream);
     let handed = matches!(offload, Offload::Kernel(_));
-    let pipes = Arc::new(Pipes::new(16));
     let lent = pipes.clone();
     let relay = tokio::spawn(async move {
         let (pipes, buffer_size, idle) = (&*lent, 64 * 1024, Duration::from_secs(30));
@@ -90,6 +93,48 @@ async fn relayed(upstream: UpstreamTls) -> Relayed {
         handed,
         pipes,
     }
+}
+
+#[tokio::test]
+async fn spliced_relay_reads_records_instead_of_splicing_them_into_small_pipes() {
+    within_deadline(async {
+        // Pipes as a uid over `pipe-user-pages-soft` gets them: 2 pages.
+        let pipes = Arc::new(Pipes::of_size(16, 8192));
+        let sent: Vec<u8> = (0..256 * 1024).map(|i: u32| (i % 251) as u8).collect();
+        let expected = [&sent, FAREWELL].concat();
+        let cipher = CipherSuite::TLS13_AES_256_GCM_SHA384;
+        let (upstream, served) = connected_to(true, cipher, echo_then_close).await;
+        let Relayed {
+            app, relay, handed, ..
+        } = relayed_through(upstream, pipes.clone()).await;
+        let (mut from_app, mut to_app) = app.into_split();
+        // The opening first (judged, then written from a buffer): what follows is
+        // spliced.
+        to_app.write_all(b"go!").await.unwrap();
+        let mut echoed = [0u8; GREETING.len() + 3];
+        from_app.read_exact(&mut echoed).await.unwrap();
+        let writer = async {
+            to_app.write_all(&sent).await.unwrap();
+            to_app.shutdown().await.unwrap();
+        };
+        let reader = async {
+            let mut got = Vec::new();
+            from_app.read_to_end(&mut got).await.unwrap();
+            got
+        };
+        let ((), got) = tokio::join!(writer, reader);
+        assert!(
+            got == expected,
+            "handed over: {handed}: {} bytes",
+            got.len()
+        );
+        relay.await.unwrap().1.unwrap();
+        assert!(served.await.unwrap());
+        // The client's plain bytes are spliced through the small pipes; no record is.
+        let expect = if handed { sent.len() as u64 } else { 0 };
+        assert_eq!(pipes.spliced(), expect);
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -192,7 +237,12 @@ async fn spliced_relay_waits_for_records_that_arrive_in_pieces() {
             (ALERT, vec![1, 0]),
         ];
         let expected = [&big[..], b"and a small one"].concat();
-        let serve = |tls| async move {
+        let serve = |mut tls: ServerTls| async move {
+            // The client's first bytes come through the relay after it has read the
+            // session tickets (both directions run in one task): the records below
+            // then meet a relay that splices.
+            let mut go = [0u8; 3];
+            tls.read_exact(&mut go).await.unwrap();
             let mut tcp = sealed_in_pieces(tls, records, 1000).await;
             let mut rest = Vec::new();
             tcp.read_to_end(&mut rest).await.is_ok()
@@ -205,6 +255,7 @@ async fn spliced_relay_waits_for_records_that_arrive_in_pieces() {
             handed,
             pipes,
         } = relayed(upstream).await;
+        app.write_all(b"go!").await.unwrap();
         let mut got = Vec::new();
         app.read_to_end(&mut got).await.unwrap();
         assert!(
@@ -216,7 +267,9 @@ async fn spliced_relay_waits_for_records_that_arrive_in_pieces() {
         let (_, result) = relay.await.unwrap();
         result.unwrap();
         assert!(served.await.unwrap());
-        // Both data records went through the pipes, each whole once it had arrived.
+        // Both data records went through the pipes, each whole once it had arrived
+        // (the client's three bytes, its opening, were judged and written from a
+        // buffer).
         let expect = if handed { expected.len() as u64 } else { 0 };
         assert_eq!(pipes.spliced(), expect);
     })
