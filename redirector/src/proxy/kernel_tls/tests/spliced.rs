@@ -95,6 +95,21 @@ async fn relayed_through(upstream: UpstreamTls, pipes: Arc<Pipes>) -> Relayed {
     }
 }
 
+/// Writes `sent` and then closes writing, while reading what comes back to the end.
+async fn send_and_read_to_end(app: TcpStream, sent: &[u8]) -> Vec<u8> {
+    let (mut from_app, mut to_app) = app.into_split();
+    let writer = async {
+        to_app.write_all(sent).await.unwrap();
+        to_app.shutdown().await.unwrap();
+    };
+    let reader = async {
+        let mut got = Vec::new();
+        from_app.read_to_end(&mut got).await.unwrap();
+        got
+    };
+    tokio::join!(writer, reader).1
+}
+
 #[tokio::test]
 async fn spliced_relay_reads_records_instead_of_splicing_them_into_small_pipes() {
     within_deadline(async {
@@ -107,22 +122,13 @@ async fn spliced_relay_reads_records_instead_of_splicing_them_into_small_pipes()
         let Relayed {
             app, relay, handed, ..
         } = relayed_through(upstream, pipes.clone()).await;
-        let (mut from_app, mut to_app) = app.into_split();
+        let mut app = app;
         // The opening first (judged, then written from a buffer): what follows is
         // spliced.
-        to_app.write_all(b"go!").await.unwrap();
+        app.write_all(b"go!").await.unwrap();
         let mut echoed = [0u8; GREETING.len() + 3];
-        from_app.read_exact(&mut echoed).await.unwrap();
-        let writer = async {
-            to_app.write_all(&sent).await.unwrap();
-            to_app.shutdown().await.unwrap();
-        };
-        let reader = async {
-            let mut got = Vec::new();
-            from_app.read_to_end(&mut got).await.unwrap();
-            got
-        };
-        let ((), got) = tokio::join!(writer, reader);
+        app.read_exact(&mut echoed).await.unwrap();
+        let got = send_and_read_to_end(app, &sent).await;
         assert!(
             got == expected,
             "handed over: {handed}: {} bytes",
@@ -150,17 +156,7 @@ async fn spliced_bytes_cross_kernel_tls_both_ways_and_end_with_close_notify() {
                 handed,
                 pipes,
             } = relayed(upstream).await;
-            let (mut from_app, mut to_app) = app.into_split();
-            let writer = async {
-                to_app.write_all(&sent).await.unwrap();
-                to_app.shutdown().await.unwrap();
-            };
-            let reader = async {
-                let mut got = Vec::new();
-                from_app.read_to_end(&mut got).await.unwrap();
-                got
-            };
-            let ((), got) = tokio::join!(writer, reader);
+            let got = send_and_read_to_end(app, &sent).await;
             assert!(
                 got == expected,
                 "{cipher:?}, handed over: {handed}: {} bytes came back, {} expected",
