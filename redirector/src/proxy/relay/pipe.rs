@@ -24,8 +24,8 @@ use super::{
     ends::{self, SpliceSink, SpliceSource, Spliced},
 };
 
-/// The most one splice into a pipe asks for: a default pipe's capacity (16 pages).
-const CHUNK: usize = 64 * 1024;
+/// The most one splice into a pipe asks for: a default pipe's capacity.
+const CHUNK: usize = DEFAULT_PIPE_SIZE;
 
 /// Empty pipes kept for the next chunk; more are closed when given back. A pipe is lent
 /// only while a chunk moves, so few are in use at any instant.
