@@ -18,9 +18,8 @@ mod pipe;
 use std::{
     future::poll_fn,
     io,
-    pin::Pin,
     sync::atomic::{AtomicU64, Ordering},
-    task::{Context, Poll},
+    task::Poll,
     time::Duration,
 };
 
@@ -29,7 +28,7 @@ use tokio::{
     net::{TcpStream, tcp::ReadHalf},
 };
 
-use self::buffered::{Buffered, FromReaderBuffer};
+use self::buffered::{Buffered, Direction, FromReaderBuffer};
 pub use self::{
     ends::{SpliceSink, SpliceSource, Spliced},
     pipe::{DEFAULT_PIPE_SIZE, Pipes},
@@ -130,59 +129,6 @@ where
     });
     let result = until_idle(copy, &activity, idle).await;
     (counts.get(), result)
-}
-
-/// One direction of [`both_ways`]: ready once `reader` reached EOF and everything was
-/// written and `writer` shut down.
-trait Direction<R, W> {
-    fn poll_copy(
-        &mut self,
-        cx: &mut Context<'_>,
-        reader: &mut R,
-        writer: &mut W,
-        moved: &AtomicU64,
-        activity: &Activity,
-    ) -> Poll<io::Result<()>>;
-}
-
-impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> Direction<R, W> for Buffered {
-    fn poll_copy(
-        &mut self,
-        cx: &mut Context<'_>,
-        reader: &mut R,
-        writer: &mut W,
-        moved: &AtomicU64,
-        activity: &Activity,
-    ) -> Poll<io::Result<()>> {
-        Buffered::poll_copy(
-            self,
-            cx,
-            Pin::new(reader),
-            Pin::new(writer),
-            moved,
-            activity,
-        )
-    }
-}
-
-impl<R: AsyncBufRead + Unpin, W: AsyncWrite + Unpin> Direction<R, W> for FromReaderBuffer {
-    fn poll_copy(
-        &mut self,
-        cx: &mut Context<'_>,
-        reader: &mut R,
-        writer: &mut W,
-        moved: &AtomicU64,
-        activity: &Activity,
-    ) -> Poll<io::Result<()>> {
-        FromReaderBuffer::poll_copy(
-            self,
-            cx,
-            Pin::new(reader),
-            Pin::new(writer),
-            moved,
-            activity,
-        )
-    }
 }
 
 /// [`relay`] for a plain TCP client (its opening read through `client`, the guard that

@@ -26,6 +26,20 @@ use super::Activity;
 /// The first buffer of a direction: a request or a small response fits.
 pub const INITIAL_SIZE: usize = 4 * 1024;
 
+/// One direction of a relay: ready once the reader reached EOF, everything read was
+/// written and the writer shut down. Counts what it moves in `moved` and touches
+/// `activity` whenever bytes move.
+pub trait Direction<R, W> {
+    fn poll_copy(
+        &mut self,
+        cx: &mut Context<'_>,
+        reader: &mut R,
+        writer: &mut W,
+        moved: &AtomicU64,
+        activity: &Activity,
+    ) -> Poll<io::Result<()>>;
+}
+
 /// Copies from a reader to a writer until EOF, then shuts the writer down.
 #[derive(Debug)]
 pub struct Buffered {
@@ -65,21 +79,19 @@ impl Buffered {
     pub fn holds_buffer(&self) -> bool {
         self.buf.capacity() > 0
     }
+}
 
-    /// Ready once the reader reached EOF and everything read was written and the writer
-    /// shut down; counts what it reads in `moved` and touches `activity` on every read.
-    pub fn poll_copy<R, W>(
+/// Counts bytes as they are read.
+impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> Direction<R, W> for Buffered {
+    fn poll_copy(
         &mut self,
         cx: &mut Context<'_>,
-        mut reader: Pin<&mut R>,
-        mut writer: Pin<&mut W>,
+        reader: &mut R,
+        writer: &mut W,
         moved: &AtomicU64,
         activity: &Activity,
-    ) -> Poll<io::Result<()>>
-    where
-        R: AsyncRead + ?Sized,
-        W: AsyncWrite + ?Sized,
-    {
+    ) -> Poll<io::Result<()>> {
+        let (mut reader, mut writer) = (Pin::new(reader), Pin::new(writer));
         while !self.done {
             if self.written == self.buf.len() && !self.read_done {
                 self.buf.clear();
@@ -140,20 +152,17 @@ pub struct FromReaderBuffer {
     done: bool,
 }
 
-impl FromReaderBuffer {
-    /// As [`Buffered::poll_copy`]; counts bytes as they are written.
-    pub fn poll_copy<R, W>(
+/// Counts bytes as they are written.
+impl<R: AsyncBufRead + Unpin, W: AsyncWrite + Unpin> Direction<R, W> for FromReaderBuffer {
+    fn poll_copy(
         &mut self,
         cx: &mut Context<'_>,
-        mut reader: Pin<&mut R>,
-        mut writer: Pin<&mut W>,
+        reader: &mut R,
+        writer: &mut W,
         moved: &AtomicU64,
         activity: &Activity,
-    ) -> Poll<io::Result<()>>
-    where
-        R: AsyncBufRead + ?Sized,
-        W: AsyncWrite + ?Sized,
-    {
+    ) -> Poll<io::Result<()>> {
+        let (mut reader, mut writer) = (Pin::new(reader), Pin::new(writer));
         while !self.done {
             if !self.read_done {
                 let available = match reader.as_mut().poll_fill_buf(cx) {

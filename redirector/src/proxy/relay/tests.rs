@@ -56,13 +56,7 @@ async fn buffers_grow_while_reads_fill_them_and_are_given_back_when_idle() {
     assert_eq!(copy.next_size(), buffered::INITIAL_SIZE);
     let (moved, activity) = (AtomicU64::new(0), Activity::new());
     let poll = poll_fn(|cx| {
-        std::task::Poll::Ready(copy.poll_copy(
-            cx,
-            Pin::new(&mut from),
-            Pin::new(&mut to),
-            &moved,
-            &activity,
-        ))
+        std::task::Poll::Ready(copy.poll_copy(cx, &mut from, &mut to, &moved, &activity))
     })
     .await;
     assert!(poll.is_pending(), "the source is still open");
