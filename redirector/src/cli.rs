@@ -189,8 +189,10 @@ pub struct HttpArgs {
     #[arg(long, value_parser = parse_duration, default_value = "60s")]
     pub http_pool_idle_timeout: Duration,
 
-    /// Longest wait for an upstream's response head; then the client gets 504. Not
-    /// applied to MCP Backends, whose streams may stay silent (only --idle-timeout).
+    /// Longest wait for an upstream's response head, counted from when the request,
+    /// body included, has been sent (an upload may take as long as it takes); then the
+    /// client gets 504. Upgrades (WebSocket) too. Not applied to MCP Backends, whose
+    /// streams may stay silent (only --idle-timeout).
     #[arg(long, value_parser = parse_duration, default_value = "30s")]
     pub http_response_timeout: Duration,
 

@@ -219,6 +219,15 @@ impl HttpBed {
 }
 
 /// `http://HOST:PORT/PATH`.
+/// The next `request {json}` line `netprobe serve-http` prints (before it answers).
+fn next_served(server: &mut ChildGuard) -> Value {
+    let line = server
+        .wait_for_line("request ", PROBE_TIMEOUT)
+        .expect("serve-http got a request");
+    let json = line.strip_prefix("request ").unwrap_or(&line);
+    serde_json::from_str(json).expect("request line is JSON")
+}
+
 fn url(host: &str, port: u16, path: &str) -> String {
     format!("http://{host}:{port}{path}")
 }

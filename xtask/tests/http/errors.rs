@@ -1,6 +1,6 @@
 //! Answers the proxy makes itself: 421 for a Host no Backend of the dialed address
 //! declares, 502 when the upstream cannot be reached or fails its TLS handshake, 504 when
-//! no response headers come in time (not for MCP), 400 and 431 for requests hyper will
+//! no response headers come in time (upgrades included; not for MCP), 400 and 431 for requests hyper will
 //! not parse; in each case nothing reaches the server, and the reason is counted. An
 //! exchange with no byte either way for `--idle-timeout` is closed and counted.
 
@@ -157,6 +157,31 @@ fn no_response_headers_within_the_response_timeout_is_answered_504() {
     let started = Instant::now();
     t.curl(&[
         "--http1.1",
+        &url(API_HOST, PROBE_HTTP_PORT, "/delay?ms=5000"),
+    ])
+    .assert_status(504);
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_millis(3500),
+        "504 after {took:?} with a 1 s timeout"
+    );
+    assert_error_counted(&t, "upstream_timeout", 1.0);
+}
+
+#[test]
+fn an_upgrade_the_upstream_does_not_answer_is_answered_504() {
+    let t = HttpBed::new(
+        &HttpBackend::api(PROBE_HTTP_PORT, "HTTP11", None).yaml(),
+        &["--http-response-timeout", "1s"],
+    );
+    let _server = t.serve_http();
+    let started = Instant::now();
+    t.curl(&[
+        "--http1.1",
+        "-H",
+        "Connection: Upgrade",
+        "-H",
+        "Upgrade: websocket",
         &url(API_HOST, PROBE_HTTP_PORT, "/delay?ms=5000"),
     ])
     .assert_status(504);

@@ -1,10 +1,13 @@
 //! Request framing the proxy must carry across a change of protocol (HTTP/1.x from the
 //! client, h2 to nginx): HTTP/1.0 clients, chunked uploads, and `Expect: 100-continue`
-//! answered by the proxy so the client does not sit out its own timeout.
+//! answered by the proxy so the client does not sit out its own timeout. And to an
+//! HTTP/1.1 upstream (`netprobe serve-http`, which reports each request's headers and
+//! body size): a GET's chunked body, an upload slower than the response timeout, and
+//! cookies sent as separate fields.
 
 use std::time::{Duration, Instant};
 
-use super::{API_HOST, HttpBackend, HttpBed, TLS_PORT, url};
+use super::{API_HOST, HttpBackend, HttpBed, PROBE_HTTP_PORT, TLS_PORT, next_served, url};
 use crate::support::{
     curl,
     nginx::{Nginx, Site, field},
@@ -67,4 +70,83 @@ fn chunked_upload_with_expect_100_continue_is_streamed_without_waiting() {
     );
     let stored = std::fs::metadata(nginx.uploaded("chunked")).expect("uploaded file");
     assert_eq!(stored.len(), size);
+}
+
+/// A file of `size` bytes for curl to send; the directory goes with the guard.
+fn upload_file(size: usize) -> (tempfile::TempDir, String) {
+    let files = tempfile::tempdir().expect("upload dir");
+    let path = files.path().join("body");
+    std::fs::write(&path, vec![b'x'; size]).expect("file");
+    (files, path.display().to_string())
+}
+
+#[test]
+fn a_get_with_a_chunked_body_reaches_the_upstream_with_its_body() {
+    // hyper sends a GET with no framing header as bodiless: Transfer-Encoding, stripped
+    // as hop-by-hop, must be put back for a body of unknown length.
+    let t = HttpBed::new(
+        &HttpBackend::api(PROBE_HTTP_PORT, "HTTP11", None).yaml(),
+        &[],
+    );
+    let mut server = t.serve_http();
+    let (_files, source) = upload_file(10_000);
+    let body = format!("@{source}");
+    let target = url(API_HOST, PROBE_HTTP_PORT, "/search");
+    let args = ["--http1.1", "-X", "GET", "-H", "Transfer-Encoding: chunked"];
+    let response = t.curl(&[&args[..], &["--data-binary", &body, &target]].concat());
+    response.assert_status(200);
+    let request = next_served(&mut server);
+    assert_eq!(request["method"], "GET", "{request}");
+    assert_eq!(request["body_bytes"], 10_000, "{request}");
+}
+
+#[test]
+fn an_upload_slower_than_the_response_timeout_is_not_cut_off() {
+    // The response timeout starts once the request body has gone out: serve-http answers
+    // only after reading the whole body, 3 s after the first byte at 100 kB/s.
+    let t = HttpBed::new(
+        &HttpBackend::api(PROBE_HTTP_PORT, "HTTP11", None).yaml(),
+        &["--http-response-timeout", "1s"],
+    );
+    let mut server = t.serve_http();
+    let (_files, source) = upload_file(300_000);
+    let target = url(API_HOST, PROBE_HTTP_PORT, "/upload");
+    let started = Instant::now();
+    let args = ["--http1.1", "--limit-rate", "100k", "-H", "Expect:", "-T"];
+    let response = t.curl(&[&args[..], &[&source, &target]].concat());
+    let took = started.elapsed();
+    response.assert_status(200);
+    assert!(
+        took >= Duration::from_secs(2),
+        "the upload took only {took:?}"
+    );
+    let request = next_served(&mut server);
+    assert_eq!(request["body_bytes"], 300_000, "{request}");
+}
+
+#[test]
+fn cookies_sent_as_separate_fields_reach_an_http11_upstream_as_one() {
+    let t = HttpBed::new(
+        &HttpBackend::api(PROBE_HTTP_PORT, "HTTP11", None).yaml(),
+        &[],
+    );
+    let mut server = t.serve_http();
+    let target = url(API_HOST, PROBE_HTTP_PORT, "/");
+    for client in ["--http1.1", "--http2-prior-knowledge"] {
+        let args = [
+            client,
+            "-H",
+            "Cookie: a=1",
+            "-H",
+            "Cookie: b=2; c=3",
+            &target,
+        ];
+        t.curl(&args).assert_status(200);
+        let request = next_served(&mut server);
+        // serve-http keeps the last of repeated header lines: one joined field shows whole.
+        assert_eq!(
+            request["headers"]["cookie"], "a=1; b=2; c=3",
+            "{client}: {request}"
+        );
+    }
 }

@@ -1,6 +1,7 @@
-//! Response bodies as the proxy hands them to the client: streamed frame by frame (never
-//! collected), and measured, so that a request's duration, size and access log line are
-//! recorded when its body ends, not when its head arrives.
+//! Bodies as the proxy passes them on, streamed frame by frame (never collected).
+//! Response bodies are measured, so that a request's duration, size and access log line
+//! are recorded when its body ends, not when its head arrives. Request bodies say when
+//! they have gone out, which is when the response timeout starts.
 
 use std::{
     pin::Pin,
@@ -13,6 +14,7 @@ use bytes::Bytes;
 use http::{Method, Response, Version};
 use http_body_util::{BodyExt, Full, combinators::UnsyncBoxBody};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
+use tokio::sync::oneshot;
 
 use super::{access_log::Entry, metrics::BackendHttp};
 use crate::proxy::Shared;
@@ -149,5 +151,46 @@ impl Drop for Metered {
     /// A client that went away mid-body ends the request too.
     fn drop(&mut self) {
         self.finish();
+    }
+}
+
+/// A request body on its way upstream. The receiver [`RequestBody::new`] returns resolves
+/// once the body has ended (or was dropped, or failed): a server that answers only after
+/// a long upload has not been slow to answer.
+pub struct RequestBody {
+    inner: Incoming,
+    /// Dropped when the body ends, which resolves the receiver.
+    sending: Option<oneshot::Sender<()>>,
+}
+
+impl RequestBody {
+    pub fn new(inner: Incoming) -> (Self, oneshot::Receiver<()>) {
+        let (sender, sent) = oneshot::channel();
+        let sending = (!inner.is_end_stream()).then_some(sender);
+        (Self { inner, sending }, sent)
+    }
+}
+
+impl Body for RequestBody {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        if let Poll::Ready(None | Some(Err(_))) = polled {
+            self.sending = None;
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
     }
 }

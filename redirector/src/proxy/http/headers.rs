@@ -4,8 +4,9 @@
 
 use http::{
     HeaderMap, HeaderName, HeaderValue, Request,
-    header::{CONNECTION, TE, TRANSFER_ENCODING, UPGRADE},
+    header::{CONNECTION, COOKIE, TE, TRANSFER_ENCODING, UPGRADE},
 };
+use hyper::body::Body;
 
 /// Hop-by-hop headers besides those the `Connection` header lists.
 const HOP_BY_HOP: [HeaderName; 4] = [
@@ -62,6 +63,39 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap, upgrade: bool) {
     }
 }
 
+/// Makes the request's body go upstream as sent when its length is not known (chunked
+/// from an HTTP/1.1 client, DATA frames without content-length from an h2 one): hyper
+/// sends a GET, HEAD or CONNECT with no framing header as having no body at all, and
+/// `Transfer-Encoding` was just stripped as hop-by-hop. On an h2 upstream hyper drops
+/// the header again and frames the body itself.
+pub fn keep_unsized_body<B: Body>(req: &mut Request<B>) {
+    let body = req.body();
+    if !body.is_end_stream() && body.size_hint().exact().is_none() {
+        let chunked = HeaderValue::from_static("chunked");
+        req.headers_mut().insert(TRANSFER_ENCODING, chunked);
+    }
+}
+
+/// Joins several `Cookie` fields into one, `; `-separated: an h2 client may send each
+/// cookie as a field of its own (RFC 9113 section 8.2.3), and an HTTP/1.1 server reads
+/// one `Cookie` header (many read only the first).
+pub fn join_cookies(headers: &mut HeaderMap) {
+    if headers.get_all(COOKIE).iter().nth(1).is_none() {
+        return;
+    }
+    let mut joined = Vec::new();
+    for value in &headers.get_all(COOKIE) {
+        if !joined.is_empty() {
+            joined.extend_from_slice(b"; ");
+        }
+        joined.extend_from_slice(value.as_bytes());
+    }
+    // Valid values joined by "; " are a valid value: this always replaces them.
+    if let Ok(value) = HeaderValue::from_bytes(&joined) {
+        headers.insert(COOKIE, value);
+    }
+}
+
 fn is_hop_by_hop(name: &HeaderName) -> bool {
     name == CONNECTION || name == UPGRADE || HOP_BY_HOP.contains(name)
 }
@@ -85,6 +119,50 @@ mod tests {
             map.append(*name, http::HeaderValue::from_static(value));
         }
         map
+    }
+
+    #[test]
+    fn split_cookies_are_joined_into_one_field() {
+        let mut map = headers(&[("cookie", "a=1"), ("x", "y"), ("cookie", "b=2; c=3")]);
+        join_cookies(&mut map);
+        let cookies: Vec<_> = map.get_all("cookie").iter().collect();
+        assert_eq!(cookies, ["a=1; b=2; c=3"]);
+        let mut one = headers(&[("cookie", "a=1; b=2")]);
+        let before = one.clone();
+        join_cookies(&mut one);
+        assert_eq!(one, before);
+    }
+
+    /// A body that says nothing of its length (as chunked ones do).
+    struct Unsized;
+
+    impl Body for Unsized {
+        type Data = bytes::Bytes;
+        type Error = std::convert::Infallible;
+
+        fn poll_frame(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Option<Result<hyper::body::Frame<bytes::Bytes>, Self::Error>>>
+        {
+            std::task::Poll::Ready(None)
+        }
+    }
+
+    #[test]
+    fn a_body_of_unknown_length_is_sent_chunked_one_of_known_length_as_it_is() {
+        use http_body_util::{Empty, Full};
+        let mut unsized_get = Request::get("/").body(Unsized).unwrap();
+        keep_unsized_body(&mut unsized_get);
+        assert_eq!(unsized_get.headers()[TRANSFER_ENCODING], "chunked");
+        let full = Full::new(bytes::Bytes::from_static(b"q"));
+        let mut sized = Request::get("/").body(full).unwrap();
+        keep_unsized_body(&mut sized);
+        let mut empty = Request::get("/")
+            .body(Empty::<bytes::Bytes>::new())
+            .unwrap();
+        keep_unsized_body(&mut empty);
+        assert!(sized.headers().is_empty() && empty.headers().is_empty());
     }
 
     #[test]

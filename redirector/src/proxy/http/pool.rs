@@ -16,13 +16,12 @@ use std::{
     time::Duration,
 };
 
-use hyper::body::Incoming;
 use hyper_util::{
     client::legacy::Client,
     rt::{TokioExecutor, TokioTimer},
 };
 
-use super::{metrics::BackendHttp, upstream::Dialer};
+use super::{body::RequestBody, metrics::BackendHttp, upstream::Dialer};
 use crate::{
     backend::Protocol,
     proxy::Shared,
@@ -30,7 +29,7 @@ use crate::{
     tls::TlsOrigination,
 };
 
-pub type UpstreamClient = Client<Dialer, Incoming>;
+pub type UpstreamClient = Client<Dialer, RequestBody>;
 
 /// A pool's client, and the metrics of its Backend.
 #[derive(Clone)]

@@ -1,6 +1,7 @@
 //! One request: Host check, then forwarded on the Backend's pooled upstream.
 
 use std::{
+    pin::pin,
     sync::{Arc, OnceLock},
     time::Instant,
 };
@@ -14,7 +15,7 @@ use hyper::body::Incoming;
 use hyper_util::client::legacy::connect::capture_connection;
 
 use super::{
-    body::{Completion, LogFields, ProxyBody, metered},
+    body::{Completion, LogFields, ProxyBody, RequestBody, metered},
     error::{HttpError, ProxyError},
     headers,
     pool::Pooled,
@@ -22,7 +23,7 @@ use super::{
     upstream::UpstreamConnection,
 };
 use crate::{
-    backend::Protocol,
+    backend::{Backend, Protocol},
     proxy::{Shared, connection::Routed},
     table::{Entry, join},
     tls::TlsOrigination,
@@ -146,6 +147,7 @@ impl Context {
         let authority = target.authority.as_ref().map_err(|a| bad_authority(a))?;
         let upgrade = headers::is_upgrade(&req);
         headers::strip_hop_by_hop(req.headers_mut(), upgrade);
+        headers::join_cookies(req.headers_mut());
         // The URI carries the authority: hyper writes it as Host on HTTP/1.1 and as
         // `:authority` on h2 (where a Host header too would be a duplicate).
         req.headers_mut().remove(HOST);
@@ -171,26 +173,19 @@ impl Context {
             // Boxed: the upgrade's future (dial, handshake, 2 KiB) would otherwise size
             // every request's future, which is allocated and moved per request.
             let upstream = &self.routed.upstream;
-            return Box::pin(upgrade::forward(
+            let forwarding = Box::pin(upgrade::forward(
                 shared, metrics, tls, upstream, original, req,
-            ))
-            .await;
+            ));
+            // An upgrade request has no body to wait for.
+            return self.response_within(backend, forwarding, async {}).await?;
         }
+        headers::keep_unsized_body(&mut req);
         // With kernel TLS a connection near its record limit asks to be lent no more.
         let captured = (shared.kernel_tls.enabled()).then(|| capture_connection(&mut req));
-        let sending = pooled.client.request(req);
-        let response = if backend.protocol == Protocol::Mcp {
-            // Streams may stay silent for long: only the idle timeout applies.
-            sending.await
-        } else {
-            let timeout = shared.http.settings.response_timeout;
-            tokio::time::timeout(timeout, sending).await.map_err(|_| {
-                ProxyError::new(
-                    HttpError::UpstreamTimeout,
-                    format!("no response from {original} within {timeout:?}"),
-                )
-            })?
-        };
+        let (parts, body) = req.into_parts();
+        let (body, body_sent) = RequestBody::new(body);
+        let sending = pooled.client.request(Request::from_parts(parts, body));
+        let response = self.response_within(backend, sending, body_sent).await?;
         let mut response = response.map_err(|error| ProxyError::from_client(&error, original))?;
         if let Some(connection) = response.extensions().get::<UpstreamConnection>() {
             pooled.metrics.used(connection.reused());
@@ -204,6 +199,38 @@ impl Context {
         }
         headers::strip_hop_by_hop(response.headers_mut(), false);
         Ok(response)
+    }
+
+    /// The upstream's response head from `sending`: 504 if it takes longer than the
+    /// response timeout from the moment the request body has gone out (`body_sent`),
+    /// so an upload may take as long as it takes. MCP streams may stay silent for long:
+    /// only the idle timeout applies to them.
+    async fn response_within<T>(
+        &self,
+        backend: &Backend,
+        sending: impl Future<Output = T>,
+        body_sent: impl Future,
+    ) -> Result<T, ProxyError> {
+        let mut sending = pin!(sending);
+        if backend.protocol == Protocol::Mcp {
+            return Ok(sending.await);
+        }
+        tokio::select! {
+            biased;
+            response = &mut sending => return Ok(response),
+            _ = body_sent => {}
+        }
+        let timeout = self.shared.http.settings.response_timeout;
+        tokio::time::timeout(timeout, sending).await.map_err(|_| {
+            ProxyError::new(
+                HttpError::UpstreamTimeout,
+                format!(
+                    "no response from {} (Backend {}) within {timeout:?} of the request \
+                     being sent",
+                    self.routed.original, backend.key
+                ),
+            )
+        })
     }
 
     /// The proxy's own answer, counted and logged.
