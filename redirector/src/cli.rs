@@ -198,7 +198,7 @@ pub struct HttpArgs {
 
     /// Write one JSON line per HTTP request to this file (`-`: standard output):
     /// time, backend, method, authority, path, status, bytes, duration_ms,
-    /// upstream_protocol.
+    /// upstream_protocol (`-` for the proxy's own answers: 421, 502, 504).
     #[arg(long, value_name = "PATH")]
     pub access_log: Option<PathBuf>,
 }

@@ -173,6 +173,19 @@ impl HttpBed {
             .collect()
     }
 
+    /// The access log once it has `lines` lines (its writer is a task of its own, so a
+    /// line may land just after the response), or as it is after 5 s.
+    fn wait_for_access_log(&self, lines: usize) -> Vec<Value> {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        loop {
+            let log = self.access_log();
+            if log.len() >= lines || std::time::Instant::now() >= deadline {
+                return log;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+
     /// `netprobe serve-http [::]:9000` in the external namespace.
     fn serve_http(&self) -> ChildGuard {
         let mut command = self.bed.topo.ext.exec(PROBE);

@@ -6,7 +6,9 @@
 
 use std::time::{Duration, Instant};
 
-use super::{API_HOST, ERRORS, HttpBackend, HttpBed, PLAIN_PORT, PROBE_HTTP_PORT, TLS_PORT, url};
+use super::{
+    API_BACKEND, API_HOST, ERRORS, HttpBackend, HttpBed, PLAIN_PORT, PROBE_HTTP_PORT, TLS_PORT, url,
+};
 use crate::support::{
     nginx::{Nginx, Site, field},
     tls::{Ca, sample},
@@ -70,6 +72,16 @@ fn host_of_no_declared_backend_is_answered_421_without_upstream_request() {
     }
     assert_only_the_fence_reached(&t, &nginx, TLS_PORT, &["/portless", "/portless"]);
     assert_error_counted(&t, "misdirected", 3.0);
+    // The proxy's own answers are in the access log too, with no upstream protocol.
+    let log = t.wait_for_access_log(5);
+    let refused: Vec<_> = log.iter().filter(|l| l["status"] == 421).collect();
+    assert_eq!(refused.len(), 3, "{log:?}");
+    for line in refused {
+        assert_eq!(line["backend"], "-", "{line}");
+        assert_eq!(line["path"], "/misdirected", "{line}");
+        assert_eq!(line["upstream_protocol"], "-", "{line}");
+        assert!(line["bytes"].as_u64().is_some_and(|b| b > 0), "{line}");
+    }
 }
 
 #[test]
@@ -166,6 +178,10 @@ fn no_response_headers_within_the_response_timeout_is_answered_504() {
         "504 after {took:?} with a 1 s timeout"
     );
     assert_error_counted(&t, "upstream_timeout", 1.0);
+    let log = t.wait_for_access_log(1);
+    assert_eq!(log.len(), 1, "{log:?}");
+    assert_eq!(log[0]["status"], 504, "{log:?}");
+    assert_eq!(log[0]["backend"], API_BACKEND, "{log:?}");
 }
 
 #[test]

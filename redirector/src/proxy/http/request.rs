@@ -11,10 +11,11 @@ use http::{
     header::HOST,
     uri::{Authority, PathAndQuery, Scheme},
 };
-use hyper::body::Incoming;
+use hyper::body::{Body, Incoming};
 use hyper_util::client::legacy::connect::capture_connection;
 
 use super::{
+    access_log::Entry as LogEntry,
     body::{Completion, LogFields, ProxyBody, RequestBody, metered},
     error::{HttpError, ProxyError},
     headers,
@@ -59,9 +60,15 @@ impl Context {
     /// Answers one request: the upstream's response, or the proxy's own error.
     pub async fn handle(&self, req: Request<Incoming>) -> Response<ProxyBody> {
         let started = Instant::now();
+        let log = self.shared.http.access_log.is_some().then(|| LogFields {
+            method: req.method().clone(),
+            authority: authority_of(&req).unwrap_or_default().to_owned(),
+            path: req.uri().path().to_owned(),
+        });
+        let asked = (started, log.as_ref());
         let index = match self.backend_for(&req) {
             Ok(index) => index,
-            Err(error) => return self.refuse("-", error),
+            Err(error) => return self.refuse("-", error, asked),
         };
         let entry = &self.routed.candidates[index];
         let tls = match &entry.origination {
@@ -72,7 +79,8 @@ impl Context {
                     entry.backend.key
                 );
                 let label = entry.backend.key.to_string();
-                return self.refuse(&label, ProxyError::new(HttpError::TlsConfig, detail));
+                let error = ProxyError::new(HttpError::TlsConfig, detail);
+                return self.refuse(&label, error, asked);
             }
         };
         let shared = &self.shared;
@@ -86,11 +94,6 @@ impl Context {
             }
         });
         let pooled = &target.pooled;
-        let log = shared.http.access_log.is_some().then(|| LogFields {
-            method: req.method().clone(),
-            authority: authority_of(&req).unwrap_or_default().to_owned(),
-            path: req.uri().path().to_owned(),
-        });
         match self.forward(entry, tls.as_ref(), target, req).await {
             Ok(response) => {
                 pooled.metrics.answered(response.status());
@@ -102,7 +105,7 @@ impl Context {
                 metered(response, completion, shared.clone())
             }
             Err(error) => {
-                let response = self.refuse(&pooled.metrics.name, error);
+                let response = self.refuse(&pooled.metrics.name, error, (started, log.as_ref()));
                 pooled.metrics.finished(started.elapsed());
                 response
             }
@@ -233,11 +236,30 @@ impl Context {
         })
     }
 
-    /// The proxy's own answer, counted and logged.
-    fn refuse(&self, backend: &str, error: ProxyError) -> Response<ProxyBody> {
+    /// The proxy's own answer, counted and logged, in the access log too (`asked`: when
+    /// the request came, and its fields when there is an access log).
+    fn refuse(
+        &self,
+        backend: &str,
+        error: ProxyError,
+        (started, log): (Instant, Option<&LogFields>),
+    ) -> Response<ProxyBody> {
         let shared = &self.shared;
         let response = error.response();
         shared.stats.http.error(backend, error.kind);
+        if let (Some(access_log), Some(fields)) = (&shared.http.access_log, log) {
+            access_log.write(&LogEntry {
+                backend,
+                method: fields.method.as_str(),
+                authority: &fields.authority,
+                path: &fields.path,
+                status: response.status().as_u16(),
+                bytes: response.body().size_hint().exact().unwrap_or(0),
+                duration_ms: started.elapsed().as_secs_f64() * 1e3,
+                // No upstream answered.
+                upstream_protocol: "-",
+            });
+        }
         if let Some(suppressed) = shared.log_limit.allow(error.kind.as_str()) {
             tracing::warn!(
                 peer = %self.routed.peer, backend, original = %self.routed.original,
