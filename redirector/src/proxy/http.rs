@@ -31,6 +31,7 @@ use tokio::{
     io::{AsyncRead, AsyncReadExt},
     net::TcpStream,
 };
+use tokio_util::sync::CancellationToken;
 
 pub use access_log::AccessLog;
 pub use pool::Pools;
@@ -161,6 +162,7 @@ async fn serve_http(shared: Arc<Shared>, routed: Routed, mut client: TcpStream, 
         activity.clone(),
     ));
     let context = Arc::new(request::Context::new(shared.clone(), routed));
+    let go_away = context.go_away.clone();
     // hyper keeps one slot for the request in progress per connection, sized for the
     // service's future and held while the connection idles: boxing the request's future
     // (3.4 KiB, measured) costs an allocation per request and spares every idle one.
@@ -168,14 +170,12 @@ async fn serve_http(shared: Arc<Shared>, routed: Routed, mut client: TcpStream, 
         let context = context.clone();
         async move { Ok::<_, Infallible>(Box::pin(context.handle(req)).await) }
     });
+    let watch = (&*shared, label.as_str(), &*activity, &go_away);
     let finished = if h2 {
         let connection = http2::Builder::new(TokioExecutor::new())
             .timer(TokioTimer::new())
             .serve_connection(client, service);
-        Box::pin(until_done(&shared, &label, &activity, connection, |c| {
-            c.graceful_shutdown();
-        }))
-        .await
+        Box::pin(until_done(watch, connection, |c| c.graceful_shutdown())).await
     } else {
         let connection = http1::Builder::new()
             .timer(TokioTimer::new())
@@ -183,10 +183,7 @@ async fn serve_http(shared: Arc<Shared>, routed: Routed, mut client: TcpStream, 
             .max_buf_size(MAX_HEAD_BYTES)
             .serve_connection(client, service)
             .with_upgrades();
-        until_done(&shared, &label, &activity, connection, |c| {
-            c.graceful_shutdown();
-        })
-        .await
+        until_done(watch, connection, |c| c.graceful_shutdown()).await
     };
     drop(active);
     if let Err(error) = finished {
@@ -196,12 +193,11 @@ async fn serve_http(shared: Arc<Shared>, routed: Routed, mut client: TcpStream, 
 }
 
 /// Runs a hyper server connection until the client closes it, no byte moves either way
-/// for the idle timeout, or the agent shuts down (`graceful` lets requests in flight
-/// finish and tells the client to go).
+/// for the idle timeout, or the agent shuts down or the connection's routing is out of
+/// date (`go_away`): then `graceful` lets requests in flight finish and tells the
+/// client to go.
 async fn until_done<C>(
-    shared: &Shared,
-    label: &str,
-    activity: &Activity,
+    (shared, label, activity, go_away): (&Shared, &str, &Activity, &CancellationToken),
     connection: C,
     graceful: impl FnOnce(Pin<&mut C>),
 ) -> hyper::Result<()>
@@ -213,6 +209,11 @@ where
     tokio::select! {
         result = connection.as_mut() => result,
         () = shared.shutdown.cancelled() => {
+            graceful(connection.as_mut());
+            connection.await
+        }
+        () = go_away.cancelled() => {
+            tracing::debug!(backend = label, "HTTP client connection told to go: its Backend changed");
             graceful(connection.as_mut());
             connection.await
         }

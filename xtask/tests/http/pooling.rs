@@ -1,15 +1,17 @@
 //! Upstream connections: pooled and reused across client connections, HTTP/2 streams of
 //! many clients multiplexed on one connection, idle ones closed after
 //! `--http-pool-idle-timeout`, and one the server closed while idle replaced without the
-//! client noticing.
+//! client noticing. A client connection routed by a Backend that changed since (its pool
+//! retired) is closed after its next request, so the one after goes the new way.
 
 use std::time::Duration;
 
 use serde_json::Value;
+use xtask::netlab::ChildGuard;
 
 use super::{
-    API_BACKEND, API_HOST, HttpBackend, HttpBed, OPENED, REQUESTS, REUSED, TLS_PORT,
-    assert_from_node, url,
+    API_BACKEND, API_HOST, HttpBackend, HttpBed, OPENED, PROBE_HTTP_PORT, REQUESTS, REUSED,
+    TLS_PORT, assert_from_node, next_served, url,
 };
 use crate::support::{
     curl,
@@ -209,4 +211,49 @@ fn kernel_tls_auto_serves_http_backends_either_way() {
             None => panic!("{protocol}: no kernel TLS gauge: {text}"),
         }
     }
+}
+
+#[test]
+fn a_client_connection_of_a_changed_backend_is_closed_after_its_next_request() {
+    let mut t = HttpBed::new(
+        &HttpBackend::api(PROBE_HTTP_PORT, "HTTP11", None).yaml(),
+        &[],
+    );
+    let mut server = t.serve_http();
+    // Three requests 2 s apart, on one connection for as long as the proxy keeps it.
+    let target = url(API_HOST, PROBE_HTTP_PORT, "/");
+    let mut args = vec![
+        "-sS",
+        "-4",
+        "--noproxy",
+        "*",
+        "--max-time",
+        "30",
+        "--http1.1",
+    ];
+    args.extend(["--rate", "30/m", "-w", "connects=%{num_connects}\n"]);
+    for _ in 0..3 {
+        args.extend(["-o", "/dev/null", &target]);
+    }
+    let mut command = t.bed.topo.spawn_in_pod(curl::curl_bin(), &args);
+    let mut client = ChildGuard::spawn("curl --rate", &mut command).expect("start curl");
+    next_served(&mut server);
+    // The same Backend as MCP: another protocol, so its pool is retired.
+    let changed = HttpBackend::api(PROBE_HTTP_PORT, "MCP", None).yaml();
+    let dir = t.bed.backends.path();
+    std::fs::write(dir.join(".backends.yaml.swp"), changed).expect("write");
+    std::fs::rename(dir.join(".backends.yaml.swp"), dir.join("backends.yaml")).expect("rename");
+    t.agent
+        .wait_for_log("Backend changed")
+        .expect("the change applied");
+    t.agent
+        .wait_for_log("Backends applied")
+        .expect("the change applied");
+    let done = client.finish(Duration::from_secs(30)).expect("curl");
+    let connects: Vec<&str> = (done.stdout.iter())
+        .filter_map(|line| line.strip_prefix("connects="))
+        .collect();
+    // The second request still went on the first connection, which the proxy then
+    // closed: the third needed a connection of its own.
+    assert_eq!(connects, ["1", "0", "1"], "{done:?}");
 }

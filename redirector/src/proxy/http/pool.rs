@@ -20,6 +20,7 @@ use hyper_util::{
     client::legacy::Client,
     rt::{TokioExecutor, TokioTimer},
 };
+use tokio_util::sync::CancellationToken;
 
 use super::{body::RequestBody, metrics::BackendHttp, upstream::Dialer};
 use crate::{
@@ -36,6 +37,9 @@ pub type UpstreamClient = Client<Dialer, RequestBody>;
 pub struct Pooled {
     pub client: UpstreamClient,
     pub metrics: Arc<BackendHttp>,
+    /// Cancelled when the pool is dropped because its Backend changed: a client
+    /// connection still holding it is told to go (`Context::handle`).
+    pub retired: CancellationToken,
 }
 
 /// What a pooled connection is good for.
@@ -118,6 +122,7 @@ impl Pools {
         let pooled = Pooled {
             client: self.build(entry.backend.protocol, dialer),
             metrics,
+            retired: CancellationToken::new(),
         };
         clients.insert(key, pooled.clone());
         pooled
@@ -151,15 +156,16 @@ impl Pools {
     }
 
     /// Drops the pools whose Backend, address or TLS material is no longer in `table`:
-    /// their idle connections close; requests in flight on them finish.
+    /// their idle connections close, requests in flight on them finish, and client
+    /// connections that hold them are told to go after their next request.
     pub fn retain(&self, table: &BackendTable) {
         let current: HashMap<BackendId, &Arc<Entry>> = table
             .entries()
             .map(|e| (BackendId::of(&e.backend.key), e))
             .collect();
         let mut clients = self.clients.lock().unwrap_or_else(|p| p.into_inner());
-        clients.retain(|key, _| {
-            current.get(&key.backend).is_some_and(|entry| {
+        clients.retain(|key, pooled| {
+            let current = current.get(&key.backend).is_some_and(|entry| {
                 let tls = match &entry.origination {
                     Ok(Some(tls)) => Arc::as_ptr(tls) as usize,
                     _ => 0,
@@ -167,7 +173,11 @@ impl Pools {
                 entry.backend.protocol == key.protocol
                     && tls == key.tls_identity()
                     && (key.to.iter()).all(|to| entry.addresses.contains(&to.ip()))
-            })
+            });
+            if !current {
+                pooled.retired.cancel();
+            }
+            current
         });
     }
 }

@@ -13,6 +13,7 @@ use http::{
 };
 use hyper::body::{Body, Incoming};
 use hyper_util::client::legacy::connect::capture_connection;
+use tokio_util::sync::CancellationToken;
 
 use super::{
     access_log::Entry as LogEntry,
@@ -36,6 +37,10 @@ pub struct Context {
     pub routed: Routed,
     /// Per candidate Backend (same order), made on its first request.
     targets: Box<[OnceLock<Target>]>,
+    /// Cancelled once a request met a pool that a change of its Backend retired: this
+    /// connection was routed by an older table (TLS material, protocol, addresses), so
+    /// it is closed gracefully and the client's next connection is routed anew.
+    pub go_away: CancellationToken,
 }
 
 /// What the requests to one candidate Backend share: its pool, and the authority the
@@ -54,6 +59,7 @@ impl Context {
             shared,
             routed,
             targets,
+            go_away: CancellationToken::new(),
         }
     }
 
@@ -94,6 +100,11 @@ impl Context {
             }
         });
         let pooled = &target.pooled;
+        if pooled.retired.is_cancelled() {
+            // This request still goes the old way; the next ones come on a new
+            // connection.
+            self.go_away.cancel();
+        }
         match self.forward(entry, tls.as_ref(), target, req).await {
             Ok(response) => {
                 pooled.metrics.answered(response.status());
