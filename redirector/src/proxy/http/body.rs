@@ -164,10 +164,23 @@ pub struct RequestBody {
 }
 
 impl RequestBody {
-    pub fn new(inner: Incoming) -> (Self, oneshot::Receiver<()>) {
+    /// The body, and what tells its end (`None`: no body, ended already).
+    pub fn new(inner: Incoming) -> (Self, Option<oneshot::Receiver<()>>) {
+        if inner.is_end_stream() {
+            return (
+                Self {
+                    inner,
+                    sending: None,
+                },
+                None,
+            );
+        }
         let (sender, sent) = oneshot::channel();
-        let sending = (!inner.is_end_stream()).then_some(sender);
-        (Self { inner, sending }, sent)
+        let body = Self {
+            inner,
+            sending: Some(sender),
+        };
+        (body, Some(sent))
     }
 }
 

@@ -199,6 +199,12 @@ impl Context {
         let (parts, body) = req.into_parts();
         let (body, body_sent) = RequestBody::new(body);
         let sending = pooled.client.request(Request::from_parts(parts, body));
+        let body_sent = async {
+            if let Some(sent) = body_sent {
+                // Sent or dropped: either way the body is done with.
+                let _ = sent.await;
+            }
+        };
         let response = self.response_within(backend, sending, body_sent).await?;
         let mut response = response.map_err(|error| ProxyError::from_client(&error, original))?;
         if let Some(connection) = response.extensions().get::<UpstreamConnection>() {
