@@ -77,10 +77,11 @@ impl Shared {
     }
 
     /// Makes `table` the one new connections see; HTTP pools of Backends that changed
-    /// are dropped.
+    /// are dropped. In this order: a pool asked for in between is judged against the
+    /// new table, never kept with settings the table no longer has.
     pub fn publish(&self, table: Arc<BackendTable>) {
+        *self.table.write().unwrap_or_else(|p| p.into_inner()) = table.clone();
         self.http.pools.retain(&table);
-        *self.table.write().unwrap_or_else(|p| p.into_inner()) = table;
     }
 }
 

@@ -57,6 +57,18 @@ impl PoolKey {
     fn tls_identity(&self) -> usize {
         self.tls.as_ref().map_or(0, |tls| Arc::as_ptr(tls) as usize)
     }
+
+    /// Whether `entry` (this key's Backend in a table) still has this key's protocol,
+    /// TLS material and addresses.
+    fn is_current(&self, entry: &Entry) -> bool {
+        let tls = match &entry.origination {
+            Ok(Some(tls)) => Arc::as_ptr(tls) as usize,
+            _ => 0,
+        };
+        entry.backend.protocol == self.protocol
+            && tls == self.tls_identity()
+            && (self.to.iter()).all(|to| entry.addresses.contains(&to.ip()))
+    }
 }
 
 impl PartialEq for PoolKey {
@@ -124,6 +136,15 @@ impl Pools {
             metrics,
             retired: CancellationToken::new(),
         };
+        // A client connection routed before its Backend changed asks with the old
+        // settings: it gets a pool retired already (and not kept), so it is told to go.
+        let table = shared.table();
+        let current = (table.lookup(key.backend).ok())
+            .is_some_and(|entries| entries.iter().any(|entry| key.is_current(entry)));
+        if !current {
+            pooled.retired.cancel();
+            return pooled;
+        }
         clients.insert(key, pooled.clone());
         pooled
     }
@@ -165,19 +186,45 @@ impl Pools {
             .collect();
         let mut clients = self.clients.lock().unwrap_or_else(|p| p.into_inner());
         clients.retain(|key, pooled| {
-            let current = current.get(&key.backend).is_some_and(|entry| {
-                let tls = match &entry.origination {
-                    Ok(Some(tls)) => Arc::as_ptr(tls) as usize,
-                    _ => 0,
-                };
-                entry.backend.protocol == key.protocol
-                    && tls == key.tls_identity()
-                    && (key.to.iter()).all(|to| entry.addresses.contains(&to.ip()))
-            });
+            let current = current.get(&key.backend).is_some_and(|e| key.is_current(e));
             if !current {
                 pooled.retired.cancel();
             }
             current
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::{Backend, ObjectKey};
+
+    fn entry(protocol: Protocol, addresses: &[&str]) -> Entry {
+        Entry {
+            backend: Arc::new(Backend {
+                key: ObjectKey::new("demo", "api"),
+                hostname: "api.example.test".to_owned(),
+                port: 80,
+                protocol,
+                tls: None,
+            }),
+            addresses: addresses.iter().map(|a| a.parse().unwrap()).collect(),
+            origination: Ok(None),
+        }
+    }
+
+    #[test]
+    fn a_pool_is_current_while_its_backend_keeps_protocol_tls_and_addresses() {
+        let routed = entry(Protocol::Http11, &["192.0.2.1", "192.0.2.2"]);
+        let key = PoolKey {
+            backend: BackendId::of(&routed.backend.key),
+            to: Arc::from(["192.0.2.1:80".parse().unwrap()]),
+            protocol: Protocol::Http11,
+            tls: None,
+        };
+        assert!(key.is_current(&routed));
+        assert!(!key.is_current(&entry(Protocol::Mcp, &["192.0.2.1"])));
+        assert!(!key.is_current(&entry(Protocol::Http11, &["192.0.2.9"])));
     }
 }
