@@ -11,7 +11,7 @@
 //! netprobe get HOST:PORT PATH
 //! netprobe connect-many IP:PORT COUNT [INTERVAL_MS [TEXT]]
 //! netprobe serve-http ADDR
-//! netprobe ws HOST:PORT PATH [-4|-6] [--send TEXT]...
+//! netprobe ws HOST:PORT PATH [-4|-6] [--send TEXT]... [--hold-ms N]
 //! ```
 //!
 //! `serve` prints `listening <addr>` once bound and `accepted <peer>` per connection; it
@@ -63,7 +63,7 @@ const USAGE: &str = "usage: netprobe serve ADDR\n       \
                      netprobe get HOST:PORT PATH\n       \
                      netprobe connect-many IP:PORT COUNT [INTERVAL_MS [TEXT]]\n       \
                      netprobe serve-http ADDR\n       \
-                     netprobe ws HOST:PORT PATH [-4|-6] [--send TEXT]...";
+                     netprobe ws HOST:PORT PATH [-4|-6] [--send TEXT]... [--hold-ms N]";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();

@@ -11,7 +11,7 @@ use super::{API_BACKEND, API_HOST, HttpBackend, HttpBed, PROBE_HTTP_PORT, TLS_PO
 use crate::support::{
     PROBE, curl,
     nginx::{Nginx, Site, field},
-    tls::Ca,
+    tls::{Ca, sample},
 };
 
 /// The `request {json}` lines `netprobe serve-http` printed so far.
@@ -244,4 +244,41 @@ fn hundred_mib_upload_streams_with_flat_agent_memory() {
     assert_flat_memory(&t, before, "100 MiB upload");
     let stored = std::fs::metadata(nginx.uploaded("big")).expect("uploaded file");
     assert_eq!(stored.len(), BIG);
+}
+
+#[test]
+fn an_upgraded_connection_counts_as_active_until_it_closes() {
+    const ACTIVE: &str = "redirector_connections_active";
+    let labels = [("backend", API_BACKEND)];
+    let t = HttpBed::new(
+        &HttpBackend::api(PROBE_HTTP_PORT, "HTTP11", None).yaml(),
+        &[],
+    );
+    let _server = t.serve_http();
+    let target = format!("{API_HOST}:{PROBE_HTTP_PORT}");
+    let args = [
+        "ws",
+        &target,
+        "/ws",
+        "-4",
+        "--send",
+        "one",
+        "--hold-ms",
+        "3000",
+    ];
+    let mut client = ChildGuard::spawn("ws", &mut t.bed.topo.spawn_in_pod(PROBE, args))
+        .expect("start ws client");
+    // Upgraded, echoed, and held open: hyper's HTTP connection is over by now.
+    client
+        .wait_for_line("held", Duration::from_secs(20))
+        .expect("the WebSocket echoed and is held");
+    t.assert_sample(ACTIVE, &labels, 1.0);
+    client.finish(Duration::from_secs(20)).expect("ws client");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut text = t.metrics();
+    while sample(&text, ACTIVE, &labels) != Some(0.0) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+        text = t.metrics();
+    }
+    assert_eq!(sample(&text, ACTIVE, &labels), Some(0.0), "{text}");
 }

@@ -23,6 +23,7 @@ pub async fn forward(
     original: SocketAddr,
     mut req: Request<Incoming>,
 ) -> Result<Response<Incoming>, ProxyError> {
+    let label = metrics.name.clone();
     let stream = Dialer::new(shared, metrics, tls, to.clone())
         .dial(tls.map(|tls| tls.http1_config.clone()))
         .await
@@ -58,6 +59,7 @@ pub async fn forward(
     }
     let upstream_side = hyper::upgrade::on(&mut response);
     let limits = shared.limits;
+    let for_relay = shared.clone();
     shared.tasks.spawn(async move {
         let (client, upstream) = match tokio::try_join!(client_side, upstream_side) {
             Ok(both) => both,
@@ -66,6 +68,9 @@ pub async fn forward(
                 return;
             }
         };
+        // hyper's client connection ended with the upgrade (and counted itself done):
+        // the upgraded one is active until its relay ends.
+        let _active = for_relay.stats.active_guard(&label);
         let (mut client, mut upstream) = (TokioIo::new(client), TokioIo::new(upstream));
         let (_, result) = crate::proxy::relay::relay(
             &mut client,

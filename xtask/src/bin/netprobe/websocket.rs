@@ -166,11 +166,16 @@ fn sha1(data: &[u8]) -> [u8; 20] {
 /// `netprobe ws HOST:PORT PATH [-4|-6] [--send TEXT]...`
 pub fn client(args: &[String]) -> ExitCode {
     let (mut target, mut path, mut family, mut texts) = (None, None, None, Vec::new());
+    let mut hold = Duration::ZERO;
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         match arg.as_str() {
             "-4" => family = Some(true),
             "-6" => family = Some(false),
+            "--hold-ms" => match it.next().and_then(|ms| ms.parse().ok()) {
+                Some(ms) => hold = Duration::from_millis(ms),
+                None => return usage("--hold-ms needs a number"),
+            },
             "--send" => match it.next() {
                 Some(text) => texts.push(text.clone()),
                 None => return usage("--send needs TEXT"),
@@ -183,7 +188,7 @@ pub fn client(args: &[String]) -> ExitCode {
     let (Some(target), Some(path)) = (target, path) else {
         return usage("ws needs HOST:PORT PATH");
     };
-    match ws_exchange(&target, &path, family, &texts) {
+    match ws_exchange(&target, &path, family, &texts, hold) {
         Ok(line) => {
             say(&line.to_string());
             ExitCode::SUCCESS
@@ -197,11 +202,14 @@ pub fn client(args: &[String]) -> ExitCode {
 
 type Failure = (&'static str, std::io::Error);
 
+/// `hold`: after the echoes, print `{"held": ...}` and keep the WebSocket open this long
+/// before closing it (a test looks at the proxy meanwhile).
 fn ws_exchange(
     target: &str,
     path: &str,
     v4: Option<bool>,
     texts: &[String],
+    hold: Duration,
 ) -> Result<serde_json::Value, Failure> {
     let addr = (target.to_socket_addrs().map_err(|e| ("resolve", e))?)
         .find(|a| v4.is_none_or(|v4| a.is_ipv4() == v4))
@@ -246,6 +254,10 @@ fn ws_exchange(
         write_frame(&mut out, 0x1, text.as_bytes(), Some(mask)).map_err(io)?;
         let (_, payload) = read_frame(&mut reader).map_err(io)?;
         echo.push(String::from_utf8_lossy(&payload).into_owned());
+    }
+    if !hold.is_zero() {
+        say(&json!({"held": hold.as_millis() as u64}).to_string());
+        std::thread::sleep(hold);
     }
     write_frame(&mut out, 0x8, &1000u16.to_be_bytes(), Some(mask)).map_err(io)?;
     let (close, _) = read_frame(&mut reader).map_err(io)?;
