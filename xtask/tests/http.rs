@@ -176,14 +176,7 @@ impl HttpBed {
     /// The access log once it has `lines` lines (its writer is a task of its own, so a
     /// line may land just after the response), or as it is after 5 s.
     fn wait_for_access_log(&self, lines: usize) -> Vec<Value> {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-        loop {
-            let log = self.access_log();
-            if log.len() >= lines || std::time::Instant::now() >= deadline {
-                return log;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
+        support::poll(|| self.access_log(), |log| log.len() >= lines)
     }
 
     /// `netprobe serve-http [::]:9000` in the external namespace.
@@ -237,8 +230,13 @@ fn next_served(server: &mut ChildGuard) -> Value {
     let line = server
         .wait_for_line("request ", PROBE_TIMEOUT)
         .expect("serve-http got a request");
-    let json = line.strip_prefix("request ").unwrap_or(&line);
-    serde_json::from_str(json).expect("request line is JSON")
+    served_request(&line).expect("a request line")
+}
+
+/// The request a `request {json}` line of `netprobe serve-http` describes.
+fn served_request(line: &str) -> Option<Value> {
+    let json = line.strip_prefix("request ")?;
+    Some(serde_json::from_str(json).expect("request line is JSON"))
 }
 
 fn url(host: &str, port: u16, path: &str) -> String {

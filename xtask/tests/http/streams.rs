@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use xtask::netlab::{ChildGuard, NODE_EXT_V4};
 
-use super::{API_BACKEND, API_HOST, HttpBackend, HttpBed, PROBE_HTTP_PORT, TLS_PORT, url};
+use super::{
+    API_BACKEND, API_HOST, HttpBackend, HttpBed, PROBE_HTTP_PORT, TLS_PORT, served_request, url,
+};
 use crate::support::{
     PROBE, curl,
     nginx::{Nginx, Site, field},
@@ -17,8 +19,7 @@ use crate::support::{
 /// The `request {json}` lines `netprobe serve-http` printed so far.
 fn served(server: &ChildGuard) -> Vec<Value> {
     (server.lines(xtask::netlab::Stream::Stdout).iter())
-        .filter_map(|l| l.strip_prefix("request "))
-        .map(|json| serde_json::from_str(json).expect("request line is JSON"))
+        .filter_map(|line| served_request(line))
         .collect()
 }
 
@@ -274,11 +275,7 @@ fn an_upgraded_connection_counts_as_active_until_it_closes() {
         .expect("the WebSocket echoed and is held");
     t.assert_sample(ACTIVE, &labels, 1.0);
     client.finish(Duration::from_secs(20)).expect("ws client");
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let mut text = t.metrics();
-    while sample(&text, ACTIVE, &labels) != Some(0.0) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
-        text = t.metrics();
-    }
+    let closed = |text: &String| sample(text, ACTIVE, &labels) == Some(0.0);
+    let text = crate::support::poll(|| t.metrics(), closed);
     assert_eq!(sample(&text, ACTIVE, &labels), Some(0.0), "{text}");
 }

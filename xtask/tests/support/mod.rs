@@ -19,6 +19,20 @@ use xtask::netlab::{
 
 pub const PROBE: &str = env!("CARGO_BIN_EXE_netprobe");
 
+/// Reads with `read` every 20 ms until `done` holds of what it read, for at most 5 s;
+/// returns the last reading either way (the caller asserts on it). For what the agent
+/// or a server records just after the client has its answer: a counter, a log line.
+pub fn poll<T>(mut read: impl FnMut() -> T, done: impl Fn(&T) -> bool) -> T {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let last = read();
+        if done(&last) || std::time::Instant::now() >= deadline {
+            return last;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 /// The Backend most tests declare: `echo.redirector.test:8080`, plain TCP.
 pub const ECHO_BACKEND: &str = r#"
 apiVersion: gateway.networking.x-k8s.io/v1alpha1

@@ -188,14 +188,7 @@ impl Nginx {
     /// Waits (5 s at most) until the access log has at least `count` requests; returns
     /// them all (nginx logs a request after its response, so a client may finish first).
     pub fn wait_for_requests(&self, count: usize) -> Vec<Value> {
-        let deadline = Instant::now() + Duration::from_secs(5);
-        loop {
-            let requests = self.requests();
-            if requests.len() >= count || Instant::now() >= deadline {
-                return requests;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        super::poll(|| self.requests(), |requests| requests.len() >= count)
     }
 
     /// The distinct upstream connections (`$connection`) the logged requests came on.

@@ -1,7 +1,5 @@
 //! Reading the agent's `/metrics` (Prometheus text) from inside the node.
 
-use std::time::{Duration, Instant};
-
 use xtask::netlab::Netns;
 
 /// The agent's `/metrics`, read from inside the node (admin address 127.0.0.1:15000).
@@ -22,13 +20,6 @@ pub use xtask::netlab::agent::metric_sample as sample;
 /// right after closing the client, so the client may see the close first); returns the
 /// last text read either way.
 pub fn wait_for_sample(node: &Netns, name: &str, labels: &[(&str, &str)], at_least: f64) -> String {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let text = metrics(node);
-        let reached = sample(&text, name, labels).is_some_and(|v| v >= at_least);
-        if reached || Instant::now() >= deadline {
-            return text;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let reached = |text: &String| sample(text, name, labels).is_some_and(|v| v >= at_least);
+    crate::support::poll(|| metrics(node), reached)
 }
