@@ -2,8 +2,8 @@
 //! client, h2 to nginx): HTTP/1.0 clients, chunked uploads, and `Expect: 100-continue`
 //! answered by the proxy so the client does not sit out its own timeout. And to an
 //! HTTP/1.1 upstream (`netprobe serve-http`, which reports each request's headers and
-//! body size): a GET's chunked body, an upload slower than the response timeout, and
-//! cookies sent as separate fields.
+//! body size): a GET's chunked body, an upload slower than the response timeout,
+//! cookies sent as separate fields, and transfer codings besides chunked (gzip).
 
 use std::time::{Duration, Instant};
 
@@ -149,4 +149,54 @@ fn cookies_sent_as_separate_fields_reach_an_http11_upstream_as_one() {
             "{client}: {request}"
         );
     }
+}
+
+#[test]
+fn a_request_body_with_a_transfer_coding_besides_chunked_is_refused() {
+    // Passed on without its Transfer-Encoding, a gzip-coded body would reach the server
+    // as plain content: 501, and nothing goes upstream.
+    let t = HttpBed::new(
+        &HttpBackend::api(PROBE_HTTP_PORT, "HTTP11", None).yaml(),
+        &[],
+    );
+    let mut server = t.serve_http();
+    let (_files, source) = upload_file(1_000);
+    let body = format!("@{source}");
+    let args = ["--http1.1", "-H", "Transfer-Encoding: gzip, chunked"];
+    let target = url(API_HOST, PROBE_HTTP_PORT, "/coded");
+    let response = t.curl(&[&args[..], &["--data-binary", &body, &target]].concat());
+    response.assert_status(501);
+    assert!(
+        response.text().contains("transfer coding"),
+        "{}",
+        response.text()
+    );
+    t.curl(&[&url(API_HOST, PROBE_HTTP_PORT, "/after")])
+        .assert_status(200);
+    let request = next_served(&mut server);
+    assert_eq!(
+        request["path"], "/after",
+        "the refused request went upstream: {request}"
+    );
+}
+
+#[test]
+fn a_response_transfer_coding_reaches_http11_clients_and_is_not_passed_to_h2_as_plain() {
+    let t = HttpBed::new(
+        &HttpBackend::api(PROBE_HTTP_PORT, "HTTP11", None).yaml(),
+        &[],
+    );
+    let _server = t.serve_http();
+    let target = url(API_HOST, PROBE_HTTP_PORT, "/gzip-coded");
+    // --tr-encoding: curl undoes a gzip transfer coding (and only then).
+    let response = t.curl(&["--http1.1", "--tr-encoding", &target]);
+    response.assert_status(200);
+    assert_eq!(response.text(), "hello, gzip-coded");
+    let response = t.curl(&["--http2-prior-knowledge", &target]);
+    response.assert_status(502);
+    assert!(
+        response.text().contains("transfer coding"),
+        "{}",
+        response.text()
+    );
 }

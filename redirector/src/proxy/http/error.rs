@@ -1,9 +1,9 @@
 //! Answers the proxy gives itself, and why: each is an HTTP response the client can
 //! read, counted by reason in `redirector_http_errors_total`.
 
-use std::{error::Error as StdError, net::SocketAddr};
+use std::{error::Error as StdError, fmt::Display, net::SocketAddr};
 
-use http::{Response, StatusCode, header::CONTENT_TYPE};
+use http::{HeaderValue, Response, StatusCode, Version, header::CONTENT_TYPE};
 
 use super::{
     body::{ProxyBody, text},
@@ -30,6 +30,9 @@ pub enum HttpError {
     MalformedRequest,
     /// The client's request head is too large (431; hyper answers it).
     HeadersTooLarge,
+    /// The request body has a transfer coding besides chunked, which the proxy does not
+    /// pass on: an h2 upstream has no transfer codings (501).
+    TransferCoding,
 }
 
 impl HttpError {
@@ -43,6 +46,7 @@ impl HttpError {
             Self::UpstreamError => "upstream_error",
             Self::MalformedRequest => "malformed_request",
             Self::HeadersTooLarge => "headers_too_large",
+            Self::TransferCoding => "transfer_coding",
         }
     }
 
@@ -52,6 +56,7 @@ impl HttpError {
             Self::UpstreamTimeout => StatusCode::GATEWAY_TIMEOUT,
             Self::MalformedRequest => StatusCode::BAD_REQUEST,
             Self::HeadersTooLarge => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            Self::TransferCoding => StatusCode::NOT_IMPLEMENTED,
             Self::TlsConfig
             | Self::UpstreamConnect
             | Self::UpstreamHandshake
@@ -91,6 +96,24 @@ impl ProxyError {
         )
     }
 
+    /// An upstream response whose transfer codings besides chunked the client cannot
+    /// be sent (h2 has none, HTTP/1.0 no chunked): 502 rather than a coded body passed
+    /// as plain content.
+    pub fn coded_response(
+        codings: &HeaderValue,
+        original: SocketAddr,
+        backend: impl Display,
+        client: Version,
+    ) -> Self {
+        Self::new(
+            HttpError::UpstreamError,
+            format!(
+                "upstream {original} (Backend {backend}) sent its response body with \
+                 transfer coding {codings:?}, which an {client:?} client cannot be sent"
+            ),
+        )
+    }
+
     pub fn response(&self) -> Response<ProxyBody> {
         let status = self.kind.status();
         let mut response = Response::new(text(format!(
@@ -102,7 +125,7 @@ impl ProxyError {
         *response.status_mut() = status;
         response.headers_mut().insert(
             CONTENT_TYPE,
-            http::HeaderValue::from_static("text/plain; charset=utf-8"),
+            HeaderValue::from_static("text/plain; charset=utf-8"),
         );
         response
     }

@@ -3,7 +3,7 @@
 //! (Content-Length, chunked) for each side itself.
 
 use http::{
-    HeaderMap, HeaderName, HeaderValue, Request,
+    HeaderMap, HeaderName, HeaderValue, Request, Version,
     header::{CONNECTION, COOKIE, TE, TRANSFER_ENCODING, UPGRADE},
 };
 use hyper::body::Body;
@@ -24,12 +24,18 @@ pub fn is_upgrade<B>(req: &Request<B>) -> bool {
 
 /// Removes hop-by-hop headers. With `upgrade`, `Connection: upgrade` and `Upgrade` stay:
 /// the upgrade is passed on to the upstream connection made for it.
-pub fn strip_hop_by_hop(headers: &mut HeaderMap, upgrade: bool) {
+///
+/// Returns the transfer codings other than `chunked` that `Transfer-Encoding` listed
+/// (`gzip, chunked` gives `gzip`). hyper has undone `chunked` itself, but not the
+/// others: they describe the body, so the caller refuses the message or passes them on.
+#[must_use = "a body with transfer codings besides chunked must not pass as plain content"]
+pub fn strip_hop_by_hop(headers: &mut HeaderMap, upgrade: bool) -> Option<HeaderValue> {
     // Runs twice per request, and most messages carry none of these names: one pass
     // over the names spares the lookups below.
     if !upgrade && !headers.keys().any(is_hop_by_hop) {
-        return;
+        return None;
     }
+    let codings = other_transfer_codings(headers);
     // Names the Connection header lists (rare beyond keep-alive/close/upgrade;
     // keep-alive, the common one, goes with `HOP_BY_HOP` and allocates nothing here).
     let listed: Vec<HeaderName> = headers
@@ -61,6 +67,43 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap, upgrade: bool) {
         headers.remove(CONNECTION);
         headers.remove(UPGRADE);
     }
+    codings
+}
+
+/// Removes a response's hop-by-hop headers, keeping its transfer codings besides
+/// `chunked` for a client that can take them: an HTTP/1.1 client gets them back (hyper
+/// appends `chunked`). h2 has no transfer codings and HTTP/1.0 no chunked, so such a
+/// response cannot reach those clients as sent: `Err` with the codings.
+pub fn strip_response(headers: &mut HeaderMap, client: Version) -> Result<(), HeaderValue> {
+    match strip_hop_by_hop(headers, false) {
+        None => Ok(()),
+        Some(codings) if client == Version::HTTP_11 => {
+            headers.insert(TRANSFER_ENCODING, codings);
+            Ok(())
+        }
+        Some(codings) => Err(codings),
+    }
+}
+
+/// The codings `Transfer-Encoding` lists besides `chunked`, `, `-joined.
+fn other_transfer_codings(headers: &HeaderMap) -> Option<HeaderValue> {
+    let mut others = Vec::new();
+    let listed = headers.get_all(TRANSFER_ENCODING);
+    for coding in listed
+        .iter()
+        .flat_map(|v| v.as_bytes().split(|&b| b == b','))
+    {
+        let coding = coding.trim_ascii();
+        if coding.is_empty() || coding.eq_ignore_ascii_case(b"chunked") {
+            continue;
+        }
+        if !others.is_empty() {
+            others.extend_from_slice(b", ");
+        }
+        others.extend_from_slice(coding);
+    }
+    // Parts of valid values joined by ", " are a valid value.
+    (!others.is_empty()).then(|| HeaderValue::from_bytes(&others).ok())?
 }
 
 /// Makes the request's body go upstream as sent when its length is not known (chunked
@@ -177,7 +220,7 @@ mod tests {
             ("last-event-id", "7"),
             ("host", "a.test"),
         ]);
-        strip_hop_by_hop(&mut map, false);
+        assert_eq!(strip_hop_by_hop(&mut map, false), None);
         let mut names: Vec<&str> = map.keys().map(|k| k.as_str()).collect();
         names.sort_unstable();
         assert_eq!(names, ["host", "last-event-id", "mcp-session-id"]);
@@ -187,10 +230,10 @@ mod tests {
     fn end_to_end_headers_alone_are_left_as_they_are() {
         let mut map = headers(&[("content-length", "3"), ("x-a", "1"), ("x-a", "2")]);
         let before = map.clone();
-        strip_hop_by_hop(&mut map, false);
+        assert_eq!(strip_hop_by_hop(&mut map, false), None);
         assert_eq!(map, before);
         let mut map = headers(&[("connection", "keep-alive"), ("date", "x")]);
-        strip_hop_by_hop(&mut map, false);
+        assert_eq!(strip_hop_by_hop(&mut map, false), None);
         assert_eq!(map.keys().map(|k| k.as_str()).collect::<Vec<_>>(), ["date"]);
     }
 
@@ -204,7 +247,7 @@ mod tests {
             ("proxy-connection", "keep-alive"),
             ("x-end", "3"),
         ]);
-        strip_hop_by_hop(&mut map, false);
+        assert_eq!(strip_hop_by_hop(&mut map, false), None);
         assert_eq!(
             map.keys().map(|k| k.as_str()).collect::<Vec<_>>(),
             ["x-end"]
@@ -224,9 +267,33 @@ mod tests {
             req
         };
         assert!(is_upgrade(&req));
-        strip_hop_by_hop(&mut map, true);
+        assert_eq!(strip_hop_by_hop(&mut map, true), None);
         assert_eq!(map["te"], "trailers");
         assert_eq!(map["upgrade"], "websocket");
         assert_eq!(map["connection"], "upgrade");
+    }
+
+    #[test]
+    fn transfer_codings_besides_chunked_are_handed_back() {
+        let mut map = headers(&[
+            ("transfer-encoding", "gzip, Chunked"),
+            ("transfer-encoding", " deflate ,chunked"),
+        ]);
+        let codings = strip_hop_by_hop(&mut map, false);
+        assert_eq!(
+            codings.as_ref().map(HeaderValue::as_bytes),
+            Some(&b"gzip, deflate"[..])
+        );
+        assert!(map.is_empty());
+        let mut response = headers(&[("transfer-encoding", "gzip, chunked"), ("x", "1")]);
+        assert_eq!(
+            strip_response(&mut response.clone(), Version::HTTP_2),
+            Err(HeaderValue::from_static("gzip"))
+        );
+        assert_eq!(strip_response(&mut response, Version::HTTP_11), Ok(()));
+        assert_eq!(response["transfer-encoding"], "gzip");
+        let mut plain = headers(&[("transfer-encoding", "chunked")]);
+        assert_eq!(strip_response(&mut plain, Version::HTTP_10), Ok(()));
+        assert!(plain.is_empty());
     }
 }

@@ -85,7 +85,8 @@ impl HttpStats {
             "redirector_http_errors",
             "HTTP requests the proxy answered itself, by reason (misdirected 421, \
              upstream_connect/upstream_handshake/tls_config/upstream_error 502, \
-             upstream_timeout 504, malformed_request 400, headers_too_large 431)",
+             upstream_timeout 504, malformed_request 400, headers_too_large 431, \
+             transfer_coding 501)",
             self.errors.clone(),
         );
     }

@@ -160,7 +160,17 @@ impl Context {
         let pooled = &target.pooled;
         let authority = target.authority.as_ref().map_err(|a| bad_authority(a))?;
         let upgrade = headers::is_upgrade(&req);
-        headers::strip_hop_by_hop(req.headers_mut(), upgrade);
+        if let Some(codings) = headers::strip_hop_by_hop(req.headers_mut(), upgrade) {
+            return Err(ProxyError::new(
+                HttpError::TransferCoding,
+                format!(
+                    "the request body has transfer coding {codings:?} (Backend {}); only \
+                     chunked is passed on (send the coding as Content-Encoding)",
+                    backend.key
+                ),
+            ));
+        }
+        let client_version = req.version();
         headers::join_cookies(req.headers_mut());
         // The URI carries the authority: hyper writes it as Host on HTTP/1.1 and as
         // `:authority` on h2 (where a Host header too would be a duplicate).
@@ -217,7 +227,8 @@ impl Context {
                 );
             }
         }
-        headers::strip_hop_by_hop(response.headers_mut(), false);
+        headers::strip_response(response.headers_mut(), client_version)
+            .map_err(|c| ProxyError::coded_response(&c, original, &backend.key, client_version))?;
         Ok(response)
     }
 

@@ -3,7 +3,7 @@
 
 use std::{net::SocketAddr, sync::Arc};
 
-use http::{Request, Response, StatusCode};
+use http::{Request, Response, StatusCode, Version};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 
@@ -54,7 +54,9 @@ pub async fn forward(
         .await
         .map_err(|error| ProxyError::from_client(&error, original))?;
     if response.status() != StatusCode::SWITCHING_PROTOCOLS {
-        headers::strip_hop_by_hop(response.headers_mut(), false);
+        // Upgrades are HTTP/1.1's own: the client speaks it.
+        headers::strip_response(response.headers_mut(), Version::HTTP_11)
+            .map_err(|c| ProxyError::coded_response(&c, original, &label, Version::HTTP_11))?;
         return Ok(response);
     }
     let upstream_side = hyper::upgrade::on(&mut response);

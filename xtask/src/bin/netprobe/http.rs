@@ -5,7 +5,8 @@
 //! Routes: `/sse?events=N&gap_ms=MS` (text/event-stream, chunked; event `i` is
 //! `id: i` / `data: event i last-event-id=<the request's Last-Event-ID or ->`, an
 //! `Mcp-Session-Id` request header is sent back), `/delay?ms=MS` (answers `late` after
-//! MS ms), `/big-head?bytes=N` (`ok`, after response headers of about N bytes), `/ws`
+//! MS ms), `/big-head?bytes=N` (`ok`, after response headers of about N bytes),
+//! `/gzip-coded` (`hello, gzip-coded` sent with `Transfer-Encoding: gzip, chunked`), `/ws`
 //! with `Upgrade: websocket` (101, then every frame is echoed), anything else
 //! `hello from netprobe`. Per request it prints `request {json}` (method, path,
 //! version, headers, body_bytes), before answering.
@@ -90,6 +91,7 @@ fn keep_alive(stream: TcpStream, peer: &str) -> std::io::Result<()> {
                 respond(&mut out, "late\n")?;
             }
             "/big-head" => big_head(&mut out, request.param("bytes", 0))?,
+            "/gzip-coded" => gzip_coded(&mut out)?,
             _ => respond(&mut out, "hello from netprobe\n")?,
         }
         let close = request.header("connection").unwrap_or_default();
@@ -185,6 +187,24 @@ fn big_head(out: &mut impl Write, bytes: u64) -> std::io::Result<()> {
         head.push_str(&format!("x-filler-{i}: {}\r\n", "f".repeat(4000)));
     }
     write!(out, "{head}\r\nok\n")?;
+    out.flush()
+}
+
+/// `gzip -n` of `hello, gzip-coded`.
+const GZIP_CODED: [u8; 37] = [
+    0x1f, 0x8b, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x03, 0xcb, 0x48, 0xcd, 0xc9, 0xc9, 0xd7,
+    0x51, 0x48, 0xaf, 0xca, 0x2c, 0xd0, 0x4d, 0xce, 0x4f, 0x49, 0x4d, 0x01, 0x00, 0xfc, 0xc5, 0xd1,
+    0x62, 0x11, 0x00, 0x00, 0x00,
+];
+
+/// `/gzip-coded`: a body with a transfer coding besides chunked (rare; servers use
+/// Content-Encoding), which a proxy must not pass on as plain content.
+fn gzip_coded(out: &mut impl Write) -> std::io::Result<()> {
+    let head = "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\n\
+                transfer-encoding: gzip, chunked\r\n\r\n";
+    write!(out, "{head}{:x}\r\n", GZIP_CODED.len())?;
+    out.write_all(&GZIP_CODED)?;
+    out.write_all(b"\r\n0\r\n\r\n")?;
     out.flush()
 }
 
