@@ -160,29 +160,36 @@ fn response_head_far_over_32_kib_is_answered_502_and_one_below_passes() {
 }
 
 /// curl `headers` to `/delay?ms=5000` of `netprobe serve-http` through an HTTP11 Backend
-/// with a 1 s response timeout: a 504 well before the answer would come, counted.
-fn answered_504_in_time(headers: &[&str]) -> HttpBed {
+/// with a 1 s response timeout: a 504 well before the answer would come, counted, and
+/// saying on what connection the request waited (`waited`).
+fn answered_504_in_time(headers: &[&str], waited: &str) -> HttpBed {
     let t = HttpBed::new(
         &HttpBackend::api(PROBE_HTTP_PORT, "HTTP11", None).yaml(),
         &["--http-response-timeout", "1s"],
     );
     let _server = t.serve_http();
-    let started = Instant::now();
     let target = url(API_HOST, PROBE_HTTP_PORT, "/delay?ms=5000");
-    t.curl(&[&["--http1.1"], headers, &[&target]].concat())
-        .assert_status(504);
+    answered_504_within_3500_ms(&t, &[&["--http1.1"], headers, &[&target]].concat(), waited);
+    t
+}
+
+#[track_caller]
+fn answered_504_within_3500_ms(t: &HttpBed, args: &[&str], waited: &str) {
+    let started = Instant::now();
+    let response = t.curl(args);
+    response.assert_status(504);
     let took = started.elapsed();
     assert!(
         took < Duration::from_millis(3500),
         "504 after {took:?} with a 1 s timeout"
     );
-    assert_error_counted(&t, "upstream_timeout", 1.0);
-    t
+    assert!(response.text().contains(waited), "{}", response.text());
+    assert_error_counted(t, "upstream_timeout", 1.0);
 }
 
 #[test]
 fn no_response_headers_within_the_response_timeout_is_answered_504() {
-    let t = answered_504_in_time(&[]);
+    let t = answered_504_in_time(&[], "on a new upstream connection");
     let log = t.wait_for_access_log(1);
     assert_eq!(log.len(), 1, "{log:?}");
     assert_eq!(log[0]["status"], 504, "{log:?}");
@@ -191,7 +198,25 @@ fn no_response_headers_within_the_response_timeout_is_answered_504() {
 
 #[test]
 fn an_upgrade_the_upstream_does_not_answer_is_answered_504() {
-    answered_504_in_time(&["-H", "Connection: Upgrade", "-H", "Upgrade: websocket"]);
+    let upgrade = ["-H", "Connection: Upgrade", "-H", "Upgrade: websocket"];
+    answered_504_in_time(&upgrade, "dialed for the upgrade");
+}
+
+#[test]
+fn a_504_while_the_upstream_tls_handshake_hangs_says_no_connection_was_made() {
+    // The upstream's kernel accepts the TCP connection, but the server is stopped: the
+    // ClientHello is never answered, and the connect timeout (10 s) is longer than the
+    // response timeout.
+    let ca = Ca::new("test CA");
+    let t = HttpBed::new(
+        &HttpBackend::api(PROBE_HTTP_PORT, "HTTP11", Some(&ca)).yaml(),
+        &["--http-response-timeout", "1s"],
+    );
+    let mut server = t.serve_http();
+    server.signal(libc::SIGSTOP).expect("stop serve-http");
+    let target = url(API_HOST, PROBE_HTTP_PORT, "/");
+    let waited = "still waiting for an upstream connection";
+    answered_504_within_3500_ms(&t, &["--http1.1", &target], waited);
 }
 
 #[test]

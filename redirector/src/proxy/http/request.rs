@@ -1,6 +1,7 @@
 //! One request: Host check, then forwarded on the Backend's pooled upstream.
 
 use std::{
+    fmt::Display,
     pin::pin,
     sync::{Arc, OnceLock},
     time::Instant,
@@ -201,11 +202,15 @@ impl Context {
                 shared, metrics, tls, upstream, original, req,
             ));
             // An upgrade request has no body to wait for.
-            return self.response_within(backend, forwarding, async {}).await?;
+            let waited = || "went on an upstream connection of its own, dialed for the upgrade";
+            return self
+                .response_within(backend, forwarding, async {}, waited)
+                .await?;
         }
         headers::keep_unsized_body(&mut req);
-        // With kernel TLS a connection near its record limit asks to be lent no more.
-        let captured = (shared.kernel_tls.enabled()).then(|| capture_connection(&mut req));
+        // Which connection the request went on: a 504 says, and with kernel TLS a
+        // connection near its record limit asks to be lent no more.
+        let captured = capture_connection(&mut req);
         let (parts, body) = req.into_parts();
         let (body, body_sent) = RequestBody::new(body);
         let sending = pooled.client.request(Request::from_parts(parts, body));
@@ -215,11 +220,12 @@ impl Context {
                 let _ = sent.await;
             }
         };
-        let response = self.response_within(backend, sending, body_sent).await?;
+        let waited = || UpstreamConnection::describe(&captured);
+        let response = (self.response_within(backend, sending, body_sent, waited)).await?;
         let mut response = response.map_err(|error| ProxyError::from_client(&error, original))?;
         if let Some(connection) = response.extensions().get::<UpstreamConnection>() {
             pooled.metrics.used(connection.reused());
-            if connection.retire_if_asked(captured.as_ref()) {
+            if shared.kernel_tls.enabled() && connection.retire_if_asked(&captured) {
                 tracing::info!(
                     backend = %pooled.metrics.name,
                     "kernel TLS: an upstream connection nears its cipher's record limit \
@@ -235,12 +241,14 @@ impl Context {
     /// The upstream's response head from `sending`: 504 if it takes longer than the
     /// response timeout from the moment the request body has gone out (`body_sent`),
     /// so an upload may take as long as it takes. MCP streams may stay silent for long:
-    /// only the idle timeout applies to them.
-    async fn response_within<T>(
+    /// only the idle timeout applies to them. `waited` says on what connection, if
+    /// any, the request was waiting.
+    async fn response_within<T, W: Display>(
         &self,
         backend: &Backend,
         sending: impl Future<Output = T>,
         body_sent: impl Future,
+        waited: impl FnOnce() -> W,
     ) -> Result<T, ProxyError> {
         let mut sending = pin!(sending);
         if backend.protocol == Protocol::Mcp {
@@ -256,9 +264,11 @@ impl Context {
             ProxyError::new(
                 HttpError::UpstreamTimeout,
                 format!(
-                    "no response from {} (Backend {}) within {timeout:?} of the request \
-                     being sent",
-                    self.routed.original, backend.key
+                    "no response from {} (Backend {}) within {timeout:?}, counted from \
+                     the end of the request body: the request {}",
+                    self.routed.original,
+                    backend.key,
+                    waited()
                 ),
             )
         })

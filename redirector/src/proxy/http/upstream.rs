@@ -69,15 +69,29 @@ impl UpstreamConnection {
 
     /// Keeps the pool from lending the connection again once it asks to be retired;
     /// `captured` is the request's `capture_connection`. `true` if it was retired.
-    pub fn retire_if_asked(&self, captured: Option<&CaptureConnection>) -> bool {
-        let connection = captured.filter(|_| self.retiring());
-        let metadata = connection.map(CaptureConnection::connection_metadata);
-        match metadata.as_deref() {
-            Some(Some(connected)) => {
+    pub fn retire_if_asked(&self, captured: &CaptureConnection) -> bool {
+        match &*captured.connection_metadata() {
+            Some(connected) if self.retiring() => {
                 connected.poison();
                 true
             }
             _ => false,
+        }
+    }
+
+    /// What became of a request on its way upstream (`captured`: the connection it was
+    /// lent), for a message: no connection yet (still dialing), a new one, or one that
+    /// had answered requests before.
+    pub fn describe(captured: &CaptureConnection) -> String {
+        let Some(connected) = &*captured.connection_metadata() else {
+            return "was still waiting for an upstream connection".to_owned();
+        };
+        let mut extensions = http::Extensions::new();
+        connected.get_extras(&mut extensions);
+        let answered = (extensions.get::<Self>()).map_or(0, |c| c.requests.load(Ordering::Relaxed));
+        match answered {
+            0 => "went on a new upstream connection".to_owned(),
+            n => format!("went on a reused upstream connection (earlier responses on it: {n})"),
         }
     }
 

@@ -56,7 +56,7 @@ async fn connections_for_three_requests(retiring: bool) -> usize {
             .unwrap();
         let captured = capture_connection(&mut request);
         let response = client.request(request).await.unwrap();
-        assert_eq!(asked.retire_if_asked(Some(&captured)), retiring);
+        assert_eq!(asked.retire_if_asked(&captured), retiring);
         response.into_body().collect().await.unwrap();
         // Let the pool take the connection back before the next request.
         tokio::task::yield_now().await;
@@ -74,8 +74,15 @@ async fn a_retiring_connection_is_not_lent_again_and_others_are() {
 async fn only_a_connection_that_asks_is_retired() {
     assert!(!UpstreamConnection::default().retiring());
     assert!(UpstreamConnection::retired().retiring());
+    let mut unsent = Request::new(());
+    let captured = capture_connection(&mut unsent);
     assert!(
-        !UpstreamConnection::retired().retire_if_asked(None),
-        "nothing captured"
+        !UpstreamConnection::retired().retire_if_asked(&captured),
+        "no connection lent"
+    );
+    let described = UpstreamConnection::describe(&captured);
+    assert!(
+        described.contains("waiting for an upstream connection"),
+        "{described}"
     );
 }
