@@ -7,6 +7,7 @@
 //! finish on the old settings) and the map is synced by diff.
 
 mod dns;
+mod map_room;
 mod rows;
 
 use std::{
@@ -16,6 +17,7 @@ use std::{
 
 pub use dns::DnsSettings;
 use dns::{DnsCache, Outcome};
+use map_room::MapRoom;
 use prometheus_client::{
     encoding::EncodeLabelSet,
     metrics::{counter::Counter, family::Family, gauge::Gauge},
@@ -52,6 +54,7 @@ pub struct ReconcileMetrics {
     reloads: Family<ResultLabel, Counter>,
     resolutions: Family<ResultLabel, Counter>,
     map_entries: Gauge,
+    map_unwritten: Gauge,
 }
 
 impl ReconcileMetrics {
@@ -71,11 +74,18 @@ impl ReconcileMetrics {
             "(address, port) entries in the datapath's Backend map",
             self.map_entries.clone(),
         );
+        registry.register(
+            "redirector_backend_map_unwritten",
+            "Entries the datapath's Backend map had no room for (--max-backend-addresses): \
+             connects to them are not redirected",
+            self.map_unwritten.clone(),
+        );
     }
 }
 
 pub struct Reconciler {
     map: BackendMap,
+    map_room: MapRoom,
     shared: Arc<Shared>,
     resolver: Resolver,
     dns: DnsCache,
@@ -104,6 +114,7 @@ impl Reconciler {
     ) -> Self {
         Self {
             map,
+            map_room: MapRoom::default(),
             shared,
             resolver,
             dns: DnsCache::new(dns),
@@ -315,6 +326,7 @@ impl Reconciler {
         let stats = (self.map).sync(table.endpoints(), |at| {
             ranges.is_some_and(|r| r.contains(at))
         })?;
+        (self.map_room).report(&stats, &table, &self.metrics.map_unwritten);
         self.board
             .publish(rows::rows(table, &self.dns, &self.catalog.problems));
         if let Some(sender) = &self.object_statuses {
@@ -334,7 +346,7 @@ impl Reconciler {
                 changed
             });
         }
-        let entries = stats.total + stats.virtual_total;
+        let entries = (stats.total + stats.virtual_total).saturating_sub(stats.unwritten);
         (self.metrics.map_entries).set(i64::try_from(entries).unwrap_or(i64::MAX));
         if stats.added + stats.changed + stats.removed + stats.virtual_changed > 0 {
             tracing::info!(

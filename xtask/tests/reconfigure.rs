@@ -9,7 +9,9 @@ use std::path::Path;
 use support::{
     Bed, ECHO_BACKEND,
     fixtures::{other_backend, wait_for_map_update},
+    tls::{metrics, sample},
 };
+use xtask::netlab::agent::Agent;
 
 /// Writes `text` to `dir/name` the way editors do: a temporary file renamed over it.
 fn replace(dir: &Path, name: &str, text: &str) {
@@ -105,4 +107,46 @@ fn a_file_that_no_longer_parses_keeps_its_backends() {
         &ECHO_BACKEND.replace("port: 8080", "port: 9090"),
     );
     wait_for_map_update(&mut agent, "removed=2");
+}
+
+#[test]
+fn a_full_backend_map_is_reported_survives_a_restart_and_fills_when_room_is_made() {
+    // Room for echo's two entries (IPv4 and IPv6) only; no virtual addresses.
+    let bed = Bed::new(ECHO_BACKEND);
+    let _other_server = bed.serve("[::]:9090");
+    let mut config = bed.config();
+    let args = ["--no-dns-capture", "--max-backend-addresses", "2"];
+    config.extra_args = args.map(str::to_owned).to_vec();
+    let mut agent = Agent::start(&bed.topo, &config).expect("agent");
+    std::fs::write(bed.backends.path().join("other.yaml"), other_backend()).expect("write");
+    let full = agent.wait_for_log("Backend map is full").expect("reported");
+    assert!(
+        full.contains("demo/other") && full.contains("unwritten=2"),
+        "{full}"
+    );
+    assert_eq!(unwritten(&bed), 2.0);
+    assert!(!bed.via_proxy("other.redirector.test:9090"), "no room");
+    assert!(bed.via_proxy("echo.redirector.test:8080"));
+
+    // A new agent adopts the full pinned map, says so and serves what is written.
+    drop(agent);
+    let mut agent = Agent::start(&bed.topo, &config).expect("agent restarts on a full map");
+    let logs = agent.logs();
+    assert!(
+        logs.iter().any(|l| l.contains("Backend map is full")),
+        "{logs:#?}"
+    );
+    assert!(bed.via_proxy("echo.redirector.test:8080"));
+
+    // Removing echo makes the room: its entries go before other's are written.
+    std::fs::remove_file(bed.backends.path().join("backends.yaml")).expect("remove");
+    agent.wait_for_log("has room again").expect("room");
+    assert_eq!(unwritten(&bed), 0.0);
+    assert!(bed.via_proxy("other.redirector.test:9090"));
+    assert!(!bed.via_proxy("echo.redirector.test:8080"));
+}
+
+fn unwritten(bed: &Bed) -> f64 {
+    let text = metrics(&bed.topo.node);
+    sample(&text, "redirector_backend_map_unwritten", &[]).expect("the gauge")
 }

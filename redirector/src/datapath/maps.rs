@@ -32,7 +32,7 @@ pub struct BackendMap {
 /// What one [`BackendMap::sync`] changed. Entries of virtual addresses (DNS capture)
 /// are counted apart: `added`, `changed`, `removed` and `total` are about the
 /// addresses Backends resolve to.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct SyncStats {
     pub added: usize,
     pub changed: usize,
@@ -41,6 +41,10 @@ pub struct SyncStats {
     /// Entries of virtual addresses in the map, and how many were written or deleted.
     pub virtual_total: usize,
     pub virtual_changed: usize,
+    /// Entries the kernel refused (the map is full: `--max-backend-addresses`), and the
+    /// Backends they belong to. Connects to those addresses are not redirected.
+    pub unwritten: usize,
+    pub unwritten_backends: BTreeSet<BackendId>,
 }
 
 impl SyncStats {
@@ -110,9 +114,11 @@ impl BackendMap {
         }
     }
 
-    /// Makes the map equal to `desired`. New and changed entries are written before
-    /// stale ones are deleted, and nothing is ever cleared wholesale, so an address
-    /// present before and after is matched throughout.
+    /// Makes the map equal to `desired`, as far as it has room. Stale entries are
+    /// deleted first, so they never hold the room new ones need; entries present before
+    /// and after are not touched, so their addresses stay matched throughout; nothing
+    /// is cleared wholesale. An entry the kernel refuses (a full map) is counted in
+    /// `unwritten` and the rest are still written: the next sync tries it again.
     pub fn sync(
         &mut self,
         desired: &Arc<Endpoints>,
@@ -138,33 +144,51 @@ impl BackendMap {
         };
         let mut stats = SyncStats::of(desired, &is_virtual);
         let wanted: BTreeSet<Endpoint> = desired.keys().map(|key| key.endpoint).collect();
-        // ENDPOINTS grows before BACKENDS and shrinks after it: a connect never misses a
+        for at in current.keys().filter(|at| !desired.contains_key(at)) {
+            self.map.remove(at)?;
+            stats.count(at, &is_virtual, Change::Removed);
+        }
+        // ENDPOINTS shrinks after BACKENDS and grows before it: a connect never misses a
         // Backend entry because the pre-filter did not know its address yet.
+        for at in present.difference(&wanted) {
+            self.endpoints.remove(at)?;
+        }
+        let mut refused = BTreeSet::new();
         for at in wanted.difference(&present) {
-            self.endpoints.insert(at, 1, 0)?;
+            if let Err(error) = self.endpoints.insert(at, 1, 0) {
+                tracing::debug!(%error, "ENDPOINTS refused an entry");
+                refused.insert(*at);
+            }
         }
         for (at, id) in desired.iter() {
             let found = current.get(at);
             if found == Some(id) {
                 continue;
             }
-            self.map.insert(at, id.0, 0)?;
+            let written = if refused.contains(&at.endpoint) {
+                false
+            } else if let Err(error) = self.map.insert(at, id.0, 0) {
+                tracing::debug!(%error, "BACKENDS refused an entry");
+                false
+            } else {
+                true
+            };
+            if !written {
+                stats.unwritten += 1;
+                stats.unwritten_backends.insert(*id);
+                continue;
+            }
             let kind = match found {
                 Some(_) => Change::Changed,
                 None => Change::Added,
             };
             stats.count(at, &is_virtual, kind);
         }
-        for at in current.keys().filter(|at| !desired.contains_key(at)) {
-            self.map.remove(at)?;
-            stats.count(at, &is_virtual, Change::Removed);
+        // Kept only after a complete sync: otherwise the next one reads the kernel's
+        // state again (and retries what was refused).
+        if stats.unwritten == 0 {
+            self.synced = Some(desired.clone());
         }
-        for at in present.difference(&wanted) {
-            self.endpoints.remove(at)?;
-        }
-        // Kept only after a fully successful sync: after an error the next sync reads
-        // the kernel's state again.
-        self.synced = Some(desired.clone());
         Ok(stats)
     }
 }
