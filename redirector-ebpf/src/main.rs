@@ -189,9 +189,9 @@ fn try_redirect_connect(ctx: &SockAddrContext, family: sockaddr::Family) -> Resu
         return Ok(ALLOW);
     };
     let mut matched = backend_for(&config, original);
+    let is_virtual = dns::config().is_some_and(|dns| dns.is_virtual(&original));
     if let Match::None = matched
-        && let Some(dns) = dns::config()
-        && dns.is_virtual(&original)
+        && is_virtual
     {
         // A port no Backend declares: the hostname's passthrough, or nothing at all.
         matched = backend_for(
@@ -218,10 +218,13 @@ fn try_redirect_connect(ctx: &SockAddrContext, family: sockaddr::Family) -> Resu
         // and going direct could leak plaintext. The agent maps new pods within moments.
         return Ok(DENY);
     };
+    // A family the proxy does not listen on is not redirected; a virtual address of it
+    // leads nowhere real, so it is refused rather than sent to the network.
+    let unproxied = if is_virtual { DENY } else { ALLOW };
     let proxy = match family {
         sockaddr::Family::V6 if !original.is_v4_mapped() => {
             if config.flags & ProxyConfig::HAS_V6 == 0 {
-                return Ok(ALLOW);
+                return Ok(unproxied);
             }
             config.v6
         }
@@ -229,7 +232,7 @@ fn try_redirect_connect(ctx: &SockAddrContext, family: sockaddr::Family) -> Resu
         // address, written in the form the socket uses.
         _ => {
             if config.flags & ProxyConfig::HAS_V4 == 0 {
-                return Ok(ALLOW);
+                return Ok(unproxied);
             }
             config.v4
         }

@@ -36,7 +36,12 @@ pub fn hosts_file(bytes: &[u8]) {
 
 /// A captured DNS query, against a table with one Backend hostname.
 pub fn dns_query(bytes: &[u8]) {
-    let _ = crate::nameserver::answer::decide(bytes, 0, table(), 5);
+    let how = crate::nameserver::Answering {
+        ttl: 5,
+        v4: true,
+        v6: true,
+    };
+    let _ = crate::nameserver::answer::decide(bytes, 0, table(), &how);
 }
 
 fn table() -> &'static BackendTable {

@@ -20,6 +20,7 @@ use socket2::{Domain, Protocol, Socket, Type};
 use tokio::net::{TcpListener, UdpSocket};
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
+pub use answer::Answering;
 pub use forward::Forwarder;
 pub use metrics::DnsMetrics;
 
@@ -39,8 +40,8 @@ pub struct Context {
     pub metrics: Arc<DnsMetrics>,
     /// Where queries for other names go (UDP; TCP forwards per client connection).
     pub forwarder: Arc<Forwarder>,
-    /// TTL of the answers with virtual addresses, in seconds.
-    pub answer_ttl: u32,
+    /// TTL and families of the answers with virtual addresses.
+    pub answering: Answering,
 }
 
 /// The listeners, bound before the datapath is attached (like the proxy's).

@@ -238,7 +238,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
                 pending: dns_maps.pending,
                 metrics: dns_metrics,
                 forwarder,
-                answer_ttl: u32::try_from(capture.dns_answer_ttl.as_secs()).unwrap_or(u32::MAX),
+                answering: nameserver::Answering {
+                    ttl: u32::try_from(capture.dns_answer_ttl.as_secs()).unwrap_or(u32::MAX),
+                    v4: args.proxy_addrs.iter().any(SocketAddr::is_ipv4),
+                    v6: args.proxy_addrs.iter().any(SocketAddr::is_ipv6),
+                },
             });
             tokio::spawn(nameserver::serve(listeners, context, dns_stop.clone()));
             // Capture starts with the first beat: the listener is up and the names known.

@@ -1,8 +1,9 @@
 //! Which captured queries the agent answers itself, and the answers.
 //!
 //! A query for a Backend hostname in the caller's scope is answered with the hostname's
-//! virtual addresses: A and AAAA (ANY gets both); HTTPS and SVCB get an empty answer,
-//! since their address hints would lead around the virtual addresses. Every other query
+//! virtual addresses: A and AAAA (ANY gets both) for the families the proxy listens on,
+//! an empty answer for the other; HTTPS and SVCB get an empty answer, since their
+//! address hints would lead around the virtual addresses. Every other query
 //! (other names, other types, anything that does not parse) goes to the nameserver the
 //! client asked, and its answer comes back unchanged.
 
@@ -25,11 +26,23 @@ pub enum Decision {
     Forward,
 }
 
+/// How Backend names are answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Answering {
+    /// TTL of the virtual addresses, in seconds.
+    pub ttl: u32,
+    /// The families the proxy listens on. A virtual address of another family would
+    /// not be redirected, so A or AAAA queries for it get an empty answer: the client
+    /// uses the family that is.
+    pub v4: bool,
+    pub v6: bool,
+}
+
 /// The largest UDP answer we advertise and send (the DNS flag day 2020 value).
 const MAX_PAYLOAD: u16 = 1232;
 
 /// Decides on `query`, from a client in `scope`.
-pub fn decide(query: &[u8], scope: u64, table: &BackendTable, ttl: u32) -> Decision {
+pub fn decide(query: &[u8], scope: u64, table: &BackendTable, how: &Answering) -> Decision {
     let Ok(request) = Message::from_vec(query) else {
         return Decision::Forward;
     };
@@ -54,6 +67,8 @@ pub fn decide(query: &[u8], scope: u64, table: &BackendTable, ttl: u32) -> Decis
         RecordType::HTTPS | RecordType::SVCB => (false, false),
         _ => return Decision::Forward,
     };
+    let (a, aaaa) = (a && how.v4, aaaa && how.v6);
+    let ttl = how.ttl;
     let mut response = Message::new();
     response
         .set_id(request.id())

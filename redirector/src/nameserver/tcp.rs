@@ -63,7 +63,7 @@ async fn handle(
         };
         let started = Instant::now();
         let table = context.shared.table();
-        let reply = match answer::decide(&query, record.scope, &table, context.answer_ttl) {
+        let reply = match answer::decide(&query, record.scope, &table, &context.answering) {
             Decision::Answer(answer) => Some((answer, Outcome::Answered)),
             Decision::Forward => {
                 let asked = tokio::time::timeout(

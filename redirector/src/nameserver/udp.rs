@@ -38,7 +38,7 @@ pub async fn serve(socket: Arc<UdpSocket>, context: Arc<Context>, shutdown: Canc
         };
         let query = &buf[..len];
         let table = context.shared.table();
-        match answer::decide(query, record.scope, &table, context.answer_ttl) {
+        match answer::decide(query, record.scope, &table, &context.answering) {
             Decision::Answer(answer) => {
                 let outcome = match socket.send_to(&answer, peer).await {
                     Ok(_) => Outcome::Answered,

@@ -70,6 +70,8 @@ pub struct AgentConfig {
     pub extra_args: Vec<String>,
     /// Run the agent with this RLIMIT_NOFILE, soft and hard (`prlimit`).
     pub open_files_limit: Option<u64>,
+    /// Give the agent only the IPv4 proxy address (a single-stack node).
+    pub ipv4_proxy_only: bool,
 }
 
 impl AgentConfig {
@@ -81,6 +83,7 @@ impl AgentConfig {
             cgroup: None,
             extra_args: Vec::new(),
             open_files_limit: None,
+            ipv4_proxy_only: false,
         }
     }
 }
@@ -169,6 +172,9 @@ impl Agent {
             .arg("--bpffs")
             .arg(&config.bpffs);
         for addr in proxy_addrs() {
+            if config.ipv4_proxy_only && addr.is_ipv6() {
+                continue;
+            }
             command.arg("--proxy-addr").arg(addr.to_string());
         }
         command.args(&config.extra_args).env("NO_COLOR", "1");

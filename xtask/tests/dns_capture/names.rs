@@ -243,3 +243,38 @@ fn a_real_address_that_refuses_is_followed_by_the_next() {
     );
     server.wait_closed();
 }
+
+#[test]
+fn with_an_ipv4_proxy_only_the_virtual_ipv6_address_is_neither_answered_nor_reachable() {
+    let ca = Ca::new("test CA");
+    let yaml = ApiBackend::server_only(&ca).yaml();
+    let zone = divergent_zone(&[API_HOST]);
+    let mut t = CaptureBed::without_agent(&yaml, &zone, PodResolver::default());
+    let mut config = t.bed.config();
+    config.ipv4_proxy_only = true;
+    t.start_agent_with(config);
+
+    // AAAA gets an empty answer: the client takes the family that is redirected.
+    let answer = t.resolve(API_HOST);
+    assert!(
+        answer.len() == 1 && answer[0].is_ipv4() && is_virtual(&answer[0]),
+        "{answer:?}"
+    );
+    // The hostname still has an IPv6 virtual address (/backends); a connect to it would
+    // not be redirected, and it leads nowhere real: refused, never sent out.
+    let body = admin_get(&t.bed.topo.node, "/backends");
+    let rows: serde_json::Value = serde_json::from_slice(&body.stdout).expect("JSON");
+    let v6 = (rows[0]["virtual_addresses"]
+        .as_array()
+        .expect("virtual_addresses")
+        .iter())
+    .filter_map(|a| a.as_str()?.parse::<IpAddr>().ok())
+    .find(IpAddr::is_ipv6)
+    .unwrap_or_else(|| panic!("no IPv6 virtual address in {rows}"));
+    let target = SocketAddr::new(v6, API_PORT).to_string();
+    let reply = t.bed.connect_sending(&target, "hello", &["-6"]);
+    assert!(!reply.ok(), "{:?}", reply.json);
+    assert_eq!(reply.json["stage"], "connect", "{:?}", reply.json);
+    let error = reply.json["error"].as_str().unwrap_or_default();
+    assert!(error.contains("not permitted"), "{:?}", reply.json);
+}

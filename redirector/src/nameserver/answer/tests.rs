@@ -16,6 +16,12 @@ use crate::{
     virtual_hosts::{VirtualHosts, VirtualRanges},
 };
 
+const BOTH: Answering = Answering {
+    ttl: 5,
+    v4: true,
+    v6: true,
+};
+
 fn table() -> (BackendTable, VirtualHosts) {
     let ranges = VirtualRanges {
         v4: "240.0.0.0/16".parse().unwrap(),
@@ -71,7 +77,7 @@ fn backend_names_get_their_virtual_addresses() {
         &query("API.example.com.", RecordType::A, true),
         0,
         &table,
-        5,
+        &BOTH,
     ));
     assert_eq!(a.id(), 4242);
     assert_eq!(a.message_type(), MessageType::Response);
@@ -84,7 +90,7 @@ fn backend_names_get_their_virtual_addresses() {
         &query("api.example.com", RecordType::AAAA, false),
         0,
         &table,
-        5,
+        &BOTH,
     ));
     assert_eq!(aaaa.answers()[0].data(), &RData::AAAA(AAAA(v6)));
     assert!(aaaa.extensions().is_none());
@@ -92,7 +98,7 @@ fn backend_names_get_their_virtual_addresses() {
         &query("api.example.com", RecordType::ANY, false),
         0,
         &table,
-        5,
+        &BOTH,
     ));
     assert_eq!(any.answers().len(), 2);
     // Address hints would lead around the virtual addresses.
@@ -100,16 +106,37 @@ fn backend_names_get_their_virtual_addresses() {
         &query("api.example.com", RecordType::HTTPS, false),
         0,
         &table,
-        5,
+        &BOTH,
     ));
     assert!(https.answers().is_empty());
     assert_eq!(https.response_code(), ResponseCode::NoError);
 }
 
 #[test]
+fn a_family_the_proxy_does_not_listen_on_gets_an_empty_answer() {
+    let (table, virtuals) = table();
+    let (v4, _) = virtuals.get("api.example.com").unwrap();
+    let v4_only = Answering { v6: false, ..BOTH };
+    let ask = |kind| {
+        answered(decide(
+            &query("api.example.com", kind, false),
+            0,
+            &table,
+            &v4_only,
+        ))
+    };
+    let aaaa = ask(RecordType::AAAA);
+    assert_eq!(aaaa.response_code(), ResponseCode::NoError);
+    assert!(aaaa.answers().is_empty(), "{:?}", aaaa.answers());
+    let any = ask(RecordType::ANY);
+    assert_eq!(any.answers().len(), 1);
+    assert_eq!(any.answers()[0].data(), &RData::A(A(v4)));
+}
+
+#[test]
 fn everything_else_is_forwarded() {
     let (table, _) = table();
-    let forward = |bytes: &[u8], scope| decide(bytes, scope, &table, 5) == Decision::Forward;
+    let forward = |bytes: &[u8], scope| decide(bytes, scope, &table, &BOTH) == Decision::Forward;
     assert!(forward(
         &query("other.example.com", RecordType::A, false),
         0
