@@ -73,8 +73,10 @@ pub fn capture(
     scope: impl FnOnce() -> u64,
 ) -> i32 {
     // A loopback nameserver lives in the caller's own network namespace, where the
-    // agent cannot reach it: such queries stay where they are.
-    if is_loopback(&original) {
+    // agent cannot reach it: such queries stay where they are. So do queries to an
+    // unspecified address, which Linux delivers to loopback too (forwarded by the
+    // agent, they would reach the node's own loopback).
+    if is_local(&original) {
         return ALLOW;
     }
     let Some(config) = live_config() else {
@@ -115,13 +117,14 @@ pub fn capture(
     ALLOW
 }
 
-/// 127.0.0.0/8 (mapped) or ::1.
+/// 127.0.0.0/8 or 0.0.0.0/8 (mapped), ::1 or ::.
 #[inline(always)]
-fn is_loopback(at: &Endpoint) -> bool {
+fn is_local(at: &Endpoint) -> bool {
     if at.is_v4_mapped() {
-        at.addr[3].to_ne_bytes()[0] == 127
+        matches!(at.addr[3].to_ne_bytes()[0], 0 | 127)
     } else {
-        at.addr == [0, 0, 0, u32::from_ne_bytes([0, 0, 0, 1])]
+        let loopback = u32::from_ne_bytes([0, 0, 0, 1]);
+        at.addr[..3] == [0, 0, 0] && (at.addr[3] == 0 || at.addr[3] == loopback)
     }
 }
 

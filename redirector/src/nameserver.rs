@@ -14,8 +14,14 @@ mod metrics;
 mod tcp;
 mod udp;
 
-use std::{io, net::SocketAddr, sync::Arc, time::Duration};
+use std::{
+    io,
+    net::{IpAddr, SocketAddr},
+    sync::Arc,
+    time::Duration,
+};
 
+use redirector_common::DnsRecord;
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::net::{TcpListener, UdpSocket};
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
@@ -25,7 +31,7 @@ pub use forward::Forwarder;
 pub use metrics::DnsMetrics;
 
 use crate::{
-    datapath::DnsPending,
+    datapath::{DnsPending, endpoint},
     proxy::{self, Shared},
 };
 
@@ -92,4 +98,49 @@ pub async fn serve(listeners: Listeners, context: Arc<Context>, shutdown: Cancel
     }
     tasks.close();
     tasks.wait().await;
+}
+
+/// Where a captured client's query may be forwarded: the nameserver it asked, unless
+/// that is a loopback or unspecified address, which from the agent would mean the
+/// node's own loopback. The datapath leaves such queries alone; a record that names
+/// one anyway is refused here too (`None`).
+fn forward_target(record: &DnsRecord) -> Option<SocketAddr> {
+    let to = endpoint::to_socket_addr(&record.nameserver);
+    let ip = to.ip().to_canonical();
+    let this_network = matches!(ip, IpAddr::V4(v4) if v4.octets()[0] == 0);
+    if ip.is_loopback() || ip.is_unspecified() || this_network {
+        tracing::warn!(nameserver = %to, "a captured DNS query names a node-local nameserver; not forwarded");
+        return None;
+    }
+    Some(to)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_local_nameservers_are_not_forwarded_to() {
+        let cases = [
+            ("0.0.0.0:53", false),
+            ("0.1.2.3:53", false),
+            ("127.0.0.53:53", false),
+            ("[::]:53", false),
+            ("[::1]:53", false),
+            ("[::ffff:127.0.0.1]:53", false),
+            ("[::ffff:0.0.0.0]:53", false),
+            ("10.96.0.10:53", true),
+            // NodeLocal DNSCache listens on a link-local address in the host's namespace.
+            ("169.254.20.10:53", true),
+            ("[fd00::10]:53", true),
+        ];
+        for (nameserver, forwarded) in cases {
+            let record = DnsRecord {
+                scope: 0,
+                nameserver: endpoint::from_socket_addr(nameserver.parse().unwrap()),
+                _pad: [0; 4],
+            };
+            assert_eq!(forward_target(&record).is_some(), forwarded, "{nameserver}");
+        }
+    }
 }

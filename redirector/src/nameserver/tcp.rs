@@ -14,10 +14,7 @@ use super::{
     answer::{self, Decision},
     metrics::Outcome,
 };
-use crate::{
-    datapath::endpoint,
-    proxy::{accept_until, connect_upstream},
-};
+use crate::proxy::{accept_until, connect_upstream};
 
 /// An idle client connection is closed after this long (RFC 7766 suggests seconds).
 const IDLE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -51,7 +48,7 @@ async fn handle(
         tracing::debug!(%peer, "DNS connection without a capture record closed: not an open resolver");
         return;
     };
-    let nameserver = endpoint::to_socket_addr(&record.nameserver);
+    let nameserver = super::forward_target(&record);
     let mut upstream: Option<TcpStream> = None;
     loop {
         let query = tokio::select! {
@@ -66,6 +63,10 @@ async fn handle(
         let reply = match answer::decide(&query, record.scope, &table, &context.answering) {
             Decision::Answer(answer) => Some((answer, Outcome::Answered)),
             Decision::Forward => {
+                let Some(nameserver) = nameserver else {
+                    context.metrics.record(Outcome::Failed, started.elapsed());
+                    return;
+                };
                 let asked = tokio::time::timeout(
                     FORWARD_TIMEOUT,
                     ask(&context, &mut upstream, nameserver, &query),

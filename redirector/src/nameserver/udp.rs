@@ -13,7 +13,6 @@ use super::{
     answer::{self, Decision},
     metrics::Outcome,
 };
-use crate::datapath::endpoint;
 
 /// The largest datagram DNS over UDP can carry.
 const MAX_DATAGRAM: usize = 65_535;
@@ -47,9 +46,16 @@ pub async fn serve(socket: Arc<UdpSocket>, context: Arc<Context>, shutdown: Canc
                 context.metrics.record(outcome, started.elapsed());
             }
             Decision::Forward => {
-                let nameserver = endpoint::to_socket_addr(&record.nameserver);
                 let forwarder = &context.forwarder;
-                if !(forwarder.send(query.to_vec(), nameserver, peer, &socket, started)).await {
+                let sent = match super::forward_target(&record) {
+                    Some(to) => {
+                        forwarder
+                            .send(query.to_vec(), to, peer, &socket, started)
+                            .await
+                    }
+                    None => false,
+                };
+                if !sent {
                     context.metrics.record(Outcome::Failed, started.elapsed());
                 }
             }

@@ -1,9 +1,11 @@
 //! Transports and resolver behaviour: TCP queries, truncation and the retry over TCP,
 //! search-list expansions, an IPv6 nameserver.
 
-use xtask::netlab::EXT_V6;
+use std::{net::Ipv4Addr, time::Duration};
 
-use super::{CaptureBed, PodResolver, divergent_zone, zone_with_elsewhere};
+use xtask::netlab::{ChildGuard, EXT_V6, Stream};
+
+use super::{CaptureBed, FAKEDNS, PodResolver, divergent_zone, zone_with_elsewhere};
 use crate::support::tls::{API_HOST, ApiBackend, Ca};
 
 fn backend() -> String {
@@ -85,4 +87,28 @@ fn an_ipv6_nameserver_is_captured_too() {
     let t = CaptureBed::new(&backend(), &zone, resolver, &[]);
     t.assert_virtual(API_HOST);
     t.assert_pod_view("elsewhere.test");
+}
+
+#[test]
+fn a_query_to_the_unspecified_address_never_reaches_the_nodes_loopback() {
+    // Linux delivers 0.0.0.0 to loopback: captured and forwarded by the agent, the query
+    // would reach a nameserver listening only on the node's own loopback.
+    let resolver = PodResolver {
+        nameserver: Ipv4Addr::UNSPECIFIED.into(),
+        ..PodResolver::default()
+    };
+    let t = CaptureBed::new(&backend(), &zone_with_elsewhere(&[API_HOST]), resolver, &[]);
+    let zone = t.bed.backends.path().join("node-zone.txt.off");
+    std::fs::write(&zone, "node-only.test 30 10.200.9.9\n").expect("zone");
+    let mut command = t.bed.topo.node.exec(FAKEDNS);
+    let mut node_dns = ChildGuard::spawn("node fakedns", command.arg("127.0.0.1:53").arg(&zone))
+        .expect("fakedns on the node's loopback");
+    (node_dns.wait_for_line("listening", Duration::from_secs(15))).expect("fakedns ready");
+    let answer = t.resolve("node-only.test");
+    assert!(
+        answer.is_empty(),
+        "the node's loopback nameserver answered: {answer:?}"
+    );
+    let asked = node_dns.lines(Stream::Stdout);
+    assert!(!asked.iter().any(|l| l.starts_with("query ")), "{asked:?}");
 }
