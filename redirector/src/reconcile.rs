@@ -6,8 +6,8 @@
 //! for new connections (open connections keep the `Arc<Entry>` they started with, so they
 //! finish on the old settings) and the map is synced by diff.
 
+mod alerts;
 mod dns;
-mod map_room;
 mod rows;
 
 use std::{
@@ -15,9 +15,9 @@ use std::{
     sync::Arc,
 };
 
+use alerts::Alerts;
 pub use dns::DnsSettings;
 use dns::{DnsCache, Outcome};
-use map_room::MapRoom;
 use prometheus_client::{
     encoding::EncodeLabelSet,
     metrics::{counter::Counter, family::Family, gauge::Gauge},
@@ -85,7 +85,7 @@ impl ReconcileMetrics {
 
 pub struct Reconciler {
     map: BackendMap,
-    map_room: MapRoom,
+    alerts: Alerts,
     shared: Arc<Shared>,
     resolver: Resolver,
     dns: DnsCache,
@@ -114,7 +114,7 @@ impl Reconciler {
     ) -> Self {
         Self {
             map,
-            map_room: MapRoom::default(),
+            alerts: Alerts::default(),
             shared,
             resolver,
             dns: DnsCache::new(dns),
@@ -326,7 +326,8 @@ impl Reconciler {
         let stats = (self.map).sync(table.endpoints(), |at| {
             ranges.is_some_and(|r| r.contains(at))
         })?;
-        (self.map_room).report(&stats, &table, &self.metrics.map_unwritten);
+        (self.alerts).map_room(&stats, &table, &self.metrics.map_unwritten);
+        self.alerts.contested(&table);
         self.board
             .publish(rows::rows(table, &self.dns, &self.catalog.problems));
         if let Some(sender) = &self.object_statuses {

@@ -94,6 +94,10 @@ pub type Candidates = Arc<[Arc<Entry>]>;
 pub enum LookupError {
     #[error("no Backend with id {0:#x} (removed since the connect)")]
     Unknown(u64),
+    #[error(
+        "id {id:#x} is claimed by {claimants}: their connections are refused until one is renamed"
+    )]
+    Contested { id: u64, claimants: String },
 }
 
 /// Which processes a Backend applies to.
@@ -142,6 +146,10 @@ pub struct BackendTable {
     /// Virtual address -> its host (live or retiring).
     virtual_addresses: HashMap<IpAddr, Arc<VirtualHost>>,
     passthroughs: HashMap<BackendId, Arc<VirtualHost>>,
+    /// Ids that two Backends (or a Backend and a group) hash to, with their claimants.
+    /// Never merged nor given to either: the addresses stay redirected and the proxy
+    /// refuses their connections, so no name can take over another's connections.
+    contested: BTreeMap<BackendId, String>,
 }
 
 impl BackendTable {
@@ -151,11 +159,21 @@ impl BackendTable {
         scoping: Scoping,
         virtuals: Option<&VirtualHosts>,
     ) -> Self {
+        Self::with_ids(entries, scoping, virtuals, BackendId::of)
+    }
+
+    /// [`BackendTable::new`] with the Backends' ids from `id_of` (tests make collisions).
+    fn with_ids(
+        entries: impl IntoIterator<Item = Entry>,
+        scoping: Scoping,
+        virtuals: Option<&VirtualHosts>,
+        id_of: impl Fn(&ObjectKey) -> BackendId,
+    ) -> Self {
         let mut table = BackendTable::default();
         let mut owners: BTreeMap<BackendKey, BTreeSet<BackendId>> = BTreeMap::new();
         let mut endpoints = Endpoints::new();
         for entry in entries {
-            let id = BackendId::of(&entry.backend.key);
+            let id = id_of(&entry.backend.key);
             let scope = scoping.scope_of(&entry.backend.key.namespace);
             let mut addresses: Vec<IpAddr> = entry.addresses.clone();
             if let Some(host) = virtuals.and_then(|v| table.virtual_host_of(v, &entry)) {
@@ -169,9 +187,10 @@ impl BackendTable {
                 let at = BackendKey::new(scope, endpoint::from_socket_addr(address));
                 owners.entry(at).or_default().insert(id);
             }
+            let key = entry.backend.key.to_string();
             if let Some(previous) = table.by_id.insert(id, Arc::new(entry)) {
-                // Two names hashing alike is astronomically unlikely; never merge them.
-                tracing::error!(backend = %previous.backend.key, "Backend id collision; dropping");
+                let first = previous.backend.key.to_string();
+                table.contest(id, &first, &key);
             }
         }
         for retiring in virtuals.iter().flat_map(|v| v.retiring()) {
@@ -183,7 +202,11 @@ impl BackendTable {
         for (at, ids) in owners {
             let id = match ids.first() {
                 Some(only) if ids.len() == 1 => *only,
-                _ => table.group(&ids),
+                // A group with a contested member is refused as that member is.
+                _ => match ids.iter().find(|id| table.contested.contains_key(id)) {
+                    Some(contested) => *contested,
+                    None => table.group(&ids),
+                },
             };
             endpoints.insert(at, id);
         }
@@ -249,14 +272,41 @@ impl BackendTable {
             .collect();
         members.sort_by(|a, b| a.backend.key.cmp(&b.backend.key));
         let id = BackendId::of_group(members.iter().map(|e| &e.backend.key));
-        self.groups.entry(id).or_insert_with(|| {
+        if let Some(single) = self.by_id.get(&id) {
+            let single = single.backend.key.to_string();
+            self.contest(id, &single, &format!("the group {}", join(&members)));
+        }
+        let group = self.groups.entry(id).or_insert_with(|| {
             tracing::debug!(
                 backends = %join(&members),
                 "several Backends share an address: the proxy picks by Host or SNI"
             );
-            members.into()
+            members.clone().into()
         });
+        let same = group.len() == members.len()
+            && group
+                .iter()
+                .zip(&members)
+                .all(|(a, b)| a.backend.key == b.backend.key);
+        if !same {
+            let first = format!("the group {}", join(group));
+            self.contest(id, &first, &format!("the group {}", join(&members)));
+        }
         id
+    }
+
+    /// Records that `first` and `second` hash to the same id (FNV is not
+    /// collision-resistant: a name can be made to collide).
+    fn contest(&mut self, id: BackendId, first: &str, second: &str) {
+        let claimants = self.contested.entry(id).or_insert_with(|| first.to_owned());
+        claimants.push_str(" and ");
+        claimants.push_str(second);
+    }
+
+    /// Ids claimed by several Backends (or groups), with the claimants: their
+    /// connections are refused.
+    pub fn contested(&self) -> &BTreeMap<BackendId, String> {
+        &self.contested
     }
 
     /// What the datapath's Backend map must hold.
@@ -270,6 +320,12 @@ impl BackendTable {
 
     /// The Backends a connection record names.
     pub fn lookup(&self, id: BackendId) -> Result<Candidates, LookupError> {
+        if let Some(claimants) = self.contested.get(&id) {
+            return Err(LookupError::Contested {
+                id: id.0,
+                claimants: claimants.clone(),
+            });
+        }
         if let Some(entry) = self.by_id.get(&id) {
             return Ok(Arc::from([entry.clone()]));
         }

@@ -99,6 +99,77 @@ fn unknown_ids_are_reported() {
     );
 }
 
+/// Ids as usual, except that `team-b/mallory` is made to hash like `team-a/api`.
+fn colliding(key: &ObjectKey) -> BackendId {
+    if *key == ObjectKey::new("team-b", "mallory") {
+        return BackendId::of(&ObjectKey::new("team-a", "api"));
+    }
+    BackendId::of(key)
+}
+
+#[test]
+fn a_name_that_hashes_like_another_takes_over_nothing() {
+    let victim = BackendId::of(&ObjectKey::new("team-a", "api"));
+    for entries in [
+        [
+            entry("team-a", "api", 443, &["10.0.0.1"]),
+            entry("team-b", "mallory", 443, &["10.0.0.9"]),
+        ],
+        [
+            entry("team-b", "mallory", 443, &["10.0.0.9"]),
+            entry("team-a", "api", 443, &["10.0.0.1"]),
+        ],
+    ] {
+        let table = BackendTable::with_ids(entries, Scoping::Cluster, None, colliding);
+        // Both sets of addresses stay redirected, and both are refused by the proxy.
+        assert_eq!(table.endpoints()[&at("10.0.0.1:443")], victim);
+        assert_eq!(table.endpoints()[&at("10.0.0.9:443")], victim);
+        let Err(LookupError::Contested { claimants, .. }) = table.lookup(victim) else {
+            panic!("the contested id resolved");
+        };
+        assert!(claimants.contains("team-a/api") && claimants.contains("team-b/mallory"));
+        assert_eq!(table.contested().len(), 1);
+    }
+    // An address shared with a contested Backend is refused with it, not grouped.
+    let table = BackendTable::with_ids(
+        [
+            entry("team-a", "api", 443, &["10.0.0.1"]),
+            entry("team-b", "mallory", 443, &["10.0.0.9"]),
+            entry("team-c", "cdn", 443, &["10.0.0.1"]),
+        ],
+        Scoping::Cluster,
+        None,
+        colliding,
+    );
+    assert_eq!(table.endpoints()[&at("10.0.0.1:443")], victim);
+    let clean = BackendTable::new(
+        [entry("team-a", "api", 443, &["10.0.0.1"])],
+        Scoping::Cluster,
+        None,
+    );
+    assert!(clean.contested().is_empty());
+}
+
+#[test]
+fn a_backend_that_hashes_like_a_group_takes_over_nothing() {
+    let (a, b) = (
+        entry("x", "a", 443, &["10.0.0.1"]),
+        entry("x", "b", 443, &["10.0.0.1"]),
+    );
+    let group = BackendId::of_group([&a.backend.key, &b.backend.key]);
+    let id_of = |key: &ObjectKey| match key.name.as_str() {
+        "mallory" => group,
+        _ => BackendId::of(key),
+    };
+    let mallory = entry("y", "mallory", 443, &["10.0.0.9"]);
+    let table = BackendTable::with_ids([a, b, mallory], Scoping::Cluster, None, id_of);
+    assert_eq!(table.endpoints()[&at("10.0.0.1:443")], group);
+    assert!(matches!(
+        table.lookup(group),
+        Err(LookupError::Contested { .. })
+    ));
+}
+
 #[test]
 fn namespace_scoping_separates_tenants() {
     let table = BackendTable::new(

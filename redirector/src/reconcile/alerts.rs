@@ -1,9 +1,10 @@
-//! Entries the datapath's Backend map had no room for: connects to those addresses are
-//! not redirected, so the operator is told which Backends lose out, once per change
-//! rather than at every DNS refresh, and `redirector_backend_map_unwritten` says how
-//! many entries wait.
+//! What the operator must hear about after a publish, once per change rather than at
+//! every DNS refresh:
+//! - entries the datapath's Backend map had no room for: connects to those addresses
+//!   are not redirected (`redirector_backend_map_unwritten` says how many wait);
+//! - ids several Backends hash to: their connections are refused.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use prometheus_client::metrics::gauge::Gauge;
 
@@ -13,14 +14,34 @@ use crate::{
 };
 
 #[derive(Debug, Default)]
-pub struct MapRoom {
+pub struct Alerts {
     /// The Backends (or groups) with unwritten entries at the last report.
     short: BTreeSet<BackendId>,
+    /// The contested ids at the last report.
+    contested: BTreeMap<BackendId, String>,
 }
 
-impl MapRoom {
-    /// Logs when the set of Backends left out changes; sets `gauge` every time.
-    pub fn report(&mut self, stats: &SyncStats, table: &BackendTable, gauge: &Gauge) {
+impl Alerts {
+    /// Logs when the set of contested ids changes.
+    pub fn contested(&mut self, table: &BackendTable) {
+        if *table.contested() == self.contested {
+            return;
+        }
+        for (id, claimants) in table.contested() {
+            if !self.contested.contains_key(id) {
+                tracing::error!(
+                    "Backend id {:#x} is claimed by {claimants} (the names hash alike): \
+                     connections to their addresses are refused until one is renamed",
+                    id.0
+                );
+            }
+        }
+        self.contested = table.contested().clone();
+    }
+
+    /// Logs when the set of Backends left out of the map changes; sets `gauge` every
+    /// time.
+    pub fn map_room(&mut self, stats: &SyncStats, table: &BackendTable, gauge: &Gauge) {
         gauge.set(i64::try_from(stats.unwritten).unwrap_or(i64::MAX));
         if stats.unwritten_backends == self.short {
             return;
