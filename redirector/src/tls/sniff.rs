@@ -110,45 +110,65 @@ pub struct Reroute;
 
 /// Reads `prefix` as far as it goes: `Ok(None)` means more bytes are needed.
 pub fn inspect(prefix: &[u8]) -> Result<Option<Opening>, OpeningRefused> {
-    match prefix {
-        [] => return Ok(None),
-        [first, ..] if *first != TLS_HANDSHAKE_RECORD => return Ok(Some(Opening::Plain)),
-        [_] => return Ok(None),
-        [_, major, ..] if *major != TLS_MAJOR_VERSION => return Ok(Some(Opening::Plain)),
-        _ => {}
-    }
-    if prefix.len() > MAX_CLIENT_HELLO {
-        return Err(OpeningRefused::malformed(format!(
-            "ClientHello larger than {MAX_CLIENT_HELLO} bytes"
-        )));
-    }
-    let mut acceptor = Acceptor::default();
-    let mut rest = prefix;
-    while !rest.is_empty() {
-        match acceptor.read_tls(&mut rest) {
-            Ok(0) => break,
-            Ok(_) => {}
-            Err(error) => {
-                return Err(OpeningRefused::malformed(format!(
-                    "malformed TLS record: {error}"
-                )));
+    OpeningReader::default().read(prefix)
+}
+
+/// Judges an opening as its bytes arrive. Each byte is given to rustls once, however
+/// finely the client splits its ClientHello: parsing everything held again at every read
+/// would cost a client trickling 64 KiB a byte at a time some 2 GiB of copying.
+#[derive(Default)]
+pub struct OpeningReader {
+    /// Made once the bytes look like TLS (boxed: 1.2 KiB that plaintext openings, the
+    /// common case, never need).
+    acceptor: Option<Box<Acceptor>>,
+    /// How much of the held bytes the acceptor has taken in.
+    fed: usize,
+}
+
+impl OpeningReader {
+    /// `held`: every byte read so far, those of earlier calls first.
+    pub fn read(&mut self, held: &[u8]) -> Result<Option<Opening>, OpeningRefused> {
+        match held {
+            [] => return Ok(None),
+            [first, ..] if *first != TLS_HANDSHAKE_RECORD => return Ok(Some(Opening::Plain)),
+            [_] => return Ok(None),
+            [_, major, ..] if *major != TLS_MAJOR_VERSION => return Ok(Some(Opening::Plain)),
+            _ => {}
+        }
+        if held.len() > MAX_CLIENT_HELLO {
+            return Err(OpeningRefused::malformed(format!(
+                "ClientHello larger than {MAX_CLIENT_HELLO} bytes"
+            )));
+        }
+        let acceptor = self.acceptor.get_or_insert_default();
+        let mut rest = held.get(self.fed..).unwrap_or_default();
+        while !rest.is_empty() {
+            match acceptor.read_tls(&mut rest) {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(error) => {
+                    return Err(OpeningRefused::malformed(format!(
+                        "malformed TLS record: {error}"
+                    )));
+                }
             }
         }
-    }
-    match acceptor.accept() {
-        Ok(Some(accepted)) => Ok(Some(Opening::ClientHello {
-            sni: accepted.client_hello().server_name().map(str::to_owned),
-        })),
-        Ok(None) => Ok(None),
-        Err((error, _)) => Err(OpeningRefused::malformed(format!(
-            "malformed ClientHello: {error}"
-        ))),
+        self.fed = held.len() - rest.len();
+        match acceptor.accept() {
+            Ok(Some(accepted)) => Ok(Some(Opening::ClientHello {
+                sni: accepted.client_hello().server_name().map(str::to_owned),
+            })),
+            Ok(None) => Ok(None),
+            Err((error, _)) => Err(OpeningRefused::malformed(format!(
+                "malformed ClientHello: {error}"
+            ))),
+        }
     }
 }
 
 enum State {
     /// Collecting the opening bytes.
-    Inspecting(Vec<u8>),
+    Inspecting(Vec<u8>, OpeningReader),
     /// Verdict given; handing the held bytes on.
     Releasing(Vec<u8>, usize),
     Passing,
@@ -171,7 +191,7 @@ impl<S> FirstBytesGuard<S> {
         Self {
             inner,
             rule,
-            state: State::Inspecting(Vec::new()),
+            state: State::Inspecting(Vec::new(), OpeningReader::default()),
             verdict: None,
             reroute_passthrough,
         }
@@ -218,7 +238,7 @@ impl<S: AsyncRead + Unpin> FirstBytesGuard<S> {
     /// Reads until the opening is judged; `Ok(())` once the held bytes may be released.
     fn poll_verdict(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         loop {
-            let State::Inspecting(held) = &mut self.state else {
+            let State::Inspecting(held, reader) = &mut self.state else {
                 return Poll::Ready(Ok(()));
             };
             let mut chunk = [0u8; 4096];
@@ -226,7 +246,7 @@ impl<S: AsyncRead + Unpin> FirstBytesGuard<S> {
             ready!(Pin::new(&mut self.inner).poll_read(cx, &mut buf))?;
             let eof = buf.filled().is_empty();
             held.extend_from_slice(buf.filled());
-            let verdict = match inspect(held) {
+            let verdict = match reader.read(held) {
                 Ok(Some(opening)) => self.rule.judge(&opening).map(Some),
                 // The client stopped before the opening was complete: nothing to judge,
                 // the bytes are passed on as they are.
@@ -258,12 +278,13 @@ pub async fn read_opening<S: AsyncRead + Unpin>(
 ) -> io::Result<(Result<Option<Opening>, OpeningRefused>, Vec<u8>)> {
     use tokio::io::AsyncReadExt;
     let mut held = Vec::with_capacity(1024);
+    let mut reader = OpeningReader::default();
     loop {
         held.reserve(4096);
         if stream.read_buf(&mut held).await? == 0 {
             return Ok((Ok(None), held));
         }
-        match inspect(&held) {
+        match reader.read(&held) {
             Ok(None) => continue,
             judged => return Ok((judged, held)),
         }

@@ -46,6 +46,36 @@ fn client_hello_sni_is_read_from_any_prefix_length() {
     }
 }
 
+/// `hello` (one TLS record) re-cut into records of `payload` bytes each.
+fn fragmented(hello: &[u8], payload: usize) -> Vec<u8> {
+    let (header, body) = hello.split_at(5);
+    let mut records = Vec::new();
+    for piece in body.chunks(payload) {
+        records.extend_from_slice(&header[..3]);
+        records.extend_from_slice(&u16::try_from(piece.len()).unwrap().to_be_bytes());
+        records.extend_from_slice(piece);
+    }
+    records
+}
+
+#[test]
+fn a_client_hello_arriving_a_byte_at_a_time_is_read_once() {
+    let sni = Some(Opening::ClientHello {
+        sni: Some("api.example.test".into()),
+    });
+    let hello = named("api.example.test");
+    // One record, and the same hello in records of one handshake byte each.
+    for flight in [hello.clone(), fragmented(&hello, 1)] {
+        let mut reader = OpeningReader::default();
+        for end in 1..flight.len() {
+            assert_eq!(reader.read(&flight[..end]), Ok(None), "{end} bytes");
+            // Every byte so far went to rustls (once two tell it is TLS), and only once.
+            assert_eq!(reader.fed, if end < 2 { 0 } else { end });
+        }
+        assert_eq!(reader.read(&flight), Ok(sni.clone()));
+    }
+}
+
 #[test]
 fn client_hello_without_sni() {
     let hello = client_hello(ServerName::IpAddress(
