@@ -6,6 +6,7 @@ use std::{net::SocketAddr, sync::Arc, time::Duration, time::Instant};
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
     net::{TcpListener, TcpStream},
+    sync::Semaphore,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -23,9 +24,27 @@ const IDLE_TIMEOUT: Duration = Duration::from_secs(10);
 const RECORD_ATTEMPTS: u32 = 5;
 const RECORD_RETRY: Duration = Duration::from_millis(2);
 
+/// Client connections served at once per listener; more are closed on arrival (the
+/// client retries). Pods ask over TCP rarely (after a truncated answer), so this bounds
+/// what a flood can hold without limiting real use.
+const MAX_CLIENTS: usize = 1024;
+
 pub async fn serve(listener: TcpListener, context: Arc<Context>, shutdown: CancellationToken) {
+    let clients = Arc::new(Semaphore::new(MAX_CLIENTS));
     accept_until(&listener, &shutdown, |client, peer| {
-        tokio::spawn(handle(context.clone(), client, peer, shutdown.clone()));
+        let Ok(permit) = clients.clone().try_acquire_owned() else {
+            context.metrics.record(Outcome::Failed, Duration::ZERO);
+            if let Some(suppressed) = context.shared.log_limit.allow("dns_tcp_clients") {
+                tracing::warn!(%peer, suppressed, "{MAX_CLIENTS} DNS clients over TCP already; connection closed");
+            }
+            return;
+        };
+        let context = context.clone();
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            handle(context, client, peer, shutdown).await;
+            drop(permit);
+        });
     })
     .await;
 }
@@ -119,10 +138,18 @@ async fn ask(
     reply
 }
 
+/// One length-prefixed message. The buffer grows with what arrives: a bare length
+/// prefix claims no 64 KiB.
 async fn read_message(stream: &mut TcpStream) -> std::io::Result<Vec<u8>> {
     let len = stream.read_u16().await?;
-    let mut message = vec![0u8; usize::from(len)];
-    stream.read_exact(&mut message).await?;
+    let mut message = Vec::new();
+    (&mut *stream)
+        .take(u64::from(len))
+        .read_to_end(&mut message)
+        .await?;
+    if message.len() < usize::from(len) {
+        return Err(std::io::ErrorKind::UnexpectedEof.into());
+    }
     Ok(message)
 }
 
