@@ -328,6 +328,13 @@ fn track_socket(ctx: &SockOpsContext) {
     };
     match ctx.op() {
         BPF_SOCK_OPS_TCP_CONNECT_CB => {
+            if !dials_proxy(ctx) {
+                // Left by a redirected connect that failed before its SYN (an IPv6-only
+                // socket dialing a mapped address, a port in use): this connect is not
+                // redirected, and must not be reported or recorded as if it were.
+                let _ = SOCKETS.remove(&cookie);
+                return;
+            }
             // Ask for state callbacks so the records go away when the socket closes,
             // including connects that never complete.
             let _ = ctx.set_cb_flags((ctx.cb_flags() | BPF_SOCK_OPS_STATE_CB_FLAG) as i32);
@@ -342,6 +349,34 @@ fn track_socket(ctx: &SockOpsContext) {
         }
         _ => {}
     }
+}
+
+/// Whether the socket connects to one of the proxy's addresses (in the form it uses:
+/// IPv4, or IPv4-mapped on an IPv6 socket).
+#[inline(always)]
+fn dials_proxy(ctx: &SockOpsContext) -> bool {
+    let Some(config) = CONFIG.get(0) else {
+        return false;
+    };
+    // `remote_port` holds the port in network order in its upper half.
+    let port = u32::from_be(ctx.remote_port()) as u16;
+    let remote = if ctx.family() == AF_INET {
+        Endpoint::v4(ctx.remote_ip4(), port)
+    } else {
+        let ops = ctx.ops;
+        // SAFETY: context field reads; one 4-byte load per word, as the verifier demands.
+        let words = unsafe {
+            [
+                read_volatile(addr_of!((*ops).remote_ip6[0])),
+                read_volatile(addr_of!((*ops).remote_ip6[1])),
+                read_volatile(addr_of!((*ops).remote_ip6[2])),
+                read_volatile(addr_of!((*ops).remote_ip6[3])),
+            ]
+        };
+        Endpoint::v6(words, port)
+    };
+    let v4 = config.flags & ProxyConfig::HAS_V4 != 0 && remote == config.v4;
+    v4 || config.flags & ProxyConfig::HAS_V6 != 0 && remote == config.v6
 }
 
 /// The socket's own address: what the proxy sees as the peer of the accepted connection.

@@ -169,3 +169,30 @@ fn an_idle_connection_is_closed_and_counted() {
         "{text}"
     );
 }
+
+#[test]
+fn a_redirected_connect_that_fails_leaves_nothing_on_the_socket() {
+    // An IPv6-only socket dialing the Backend's IPv4-mapped address is redirected by the
+    // hook, then refused by the kernel; the same socket then dials an undeclared port.
+    let bed = Bed::new(ECHO_BACKEND);
+    let _agent = bed.agent();
+    let _other = bed.serve("[::]:9090");
+    let first = format!("[::ffff:{EXT_V4}]:8080");
+    let second = format!("[{EXT_V6}]:9090");
+    let output = xtask::netlab::in_cgroup_in_netns(
+        &bed.topo.pod_cgroup,
+        &bed.topo.pod,
+        support::PROBE,
+        ["reconnect", first.as_str(), second.as_str()],
+    )
+    .output()
+    .expect("netprobe reconnect");
+    let text = String::from_utf8_lossy(&output.stdout);
+    let line: serde_json::Value = serde_json::from_str(text.trim()).expect("one JSON line");
+    assert_eq!(line["ok"], true, "{line}");
+    // getpeername() tells the address dialed, not the failed redirect's Backend...
+    assert_eq!(line["peer"], second, "{line}");
+    // ...and the connection went direct, from the pod.
+    let reply = line["reply"].as_str().unwrap_or_default();
+    assert!(reply.starts_with(&format!("peer=[{POD_V6}]:")), "{line}");
+}

@@ -12,6 +12,7 @@
 //! netprobe connect-many IP:PORT COUNT [INTERVAL_MS [TEXT]]
 //! netprobe serve-http ADDR
 //! netprobe ws HOST:PORT PATH [-4|-6] [--send TEXT]... [--hold-ms N]
+//! netprobe reconnect FIRST SECOND
 //! ```
 //!
 //! `serve` prints `listening <addr>` once bound and `accepted <peer>` per connection; it
@@ -40,6 +41,8 @@
 //! `{"connected":PEER}` once connected and waits N ms before sending.
 //! `serve-http` and `ws`: an HTTP/1.1 server (events, late answers, WebSocket echo) and
 //! a WebSocket client; see `netprobe/http.rs` and `netprobe/websocket.rs`.
+//! `reconnect`: one IPv6-only socket that connects to FIRST (an IPv4-mapped address,
+//! so the kernel refuses it), then to SECOND; see `netprobe/reconnect.rs`.
 
 use serde_json::json;
 use std::io::{ErrorKind, Read, Write};
@@ -51,6 +54,8 @@ use std::time::Duration;
 mod http;
 #[path = "netprobe/many.rs"]
 mod many;
+#[path = "netprobe/reconnect.rs"]
+mod reconnect;
 #[path = "netprobe/tls.rs"]
 mod tls;
 #[path = "netprobe/websocket.rs"]
@@ -63,7 +68,8 @@ const USAGE: &str = "usage: netprobe serve ADDR\n       \
                      netprobe get HOST:PORT PATH\n       \
                      netprobe connect-many IP:PORT COUNT [INTERVAL_MS [TEXT]]\n       \
                      netprobe serve-http ADDR\n       \
-                     netprobe ws HOST:PORT PATH [-4|-6] [--send TEXT]... [--hold-ms N]";
+                     netprobe ws HOST:PORT PATH [-4|-6] [--send TEXT]... [--hold-ms N]\n       \
+                     netprobe reconnect FIRST SECOND";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -83,6 +89,7 @@ fn main() -> ExitCode {
         ),
         Some("serve-http") if args.len() == 2 => http::serve(&args[1]),
         Some("ws") => websocket::client(&args[1..]),
+        Some("reconnect") if args.len() == 3 => reconnect::run(&args[1], &args[2]),
         _ => usage("missing or unknown command"),
     }
 }
