@@ -153,6 +153,12 @@ pub struct VirtualHosts {
     retiring: BTreeMap<String, Retiring>,
     /// Offsets pinned by an earlier agent, by hostname hash, until claimed.
     pinned: BTreeMap<u64, u32>,
+    /// Pinned offsets no hostname claimed (names gone while no agent ran), by hash:
+    /// reserved until the hold from this agent's start has passed, since pods may
+    /// still hold answers with them.
+    unclaimed: BTreeMap<u64, (u32, Instant)>,
+    /// Hostnames the range had no free address for (logged once each).
+    unassigned: BTreeSet<String>,
     pins: Option<VirtualHostPins>,
     /// How long a retired hostname's addresses keep working.
     hold: Duration,
@@ -175,6 +181,8 @@ impl VirtualHosts {
             live: BTreeMap::new(),
             retiring: BTreeMap::new(),
             pinned,
+            unclaimed: BTreeMap::new(),
+            unassigned: BTreeSet::new(),
             pins,
             hold,
         }
@@ -200,7 +208,12 @@ impl VirtualHosts {
 
     /// When the next retired hostname's hold ends.
     pub fn next_expiry(&self) -> Option<Instant> {
-        self.retiring.values().map(|r| r.until).min()
+        let unclaimed = self.unclaimed.values().map(|(_, until)| *until);
+        self.retiring
+            .values()
+            .map(|r| r.until)
+            .chain(unclaimed)
+            .min()
     }
 
     /// Makes `hostnames` (with the scopes they are declared in and their current real
@@ -238,6 +251,19 @@ impl VirtualHosts {
                 },
             );
         }
+        // What no hostname claims belonged to names gone while no agent ran: held like a
+        // retired name's, from now, so no newcomer takes it while pods may cache it.
+        let claimed: BTreeSet<u64> = hostnames.keys().map(|name| name_hash(name)).collect();
+        let pinned = std::mem::take(&mut self.pinned);
+        let (claimed, unclaimed) = pinned.into_iter().partition(|(h, _)| claimed.contains(h));
+        self.pinned = claimed;
+        for (hash, offset) in unclaimed {
+            self.taken.insert(
+                offset,
+                format!("(a name gone while no agent ran, {hash:#x})"),
+            );
+            self.unclaimed.insert(hash, (offset, now + self.hold));
+        }
         // Names an earlier agent pinned first, so no newcomer takes their offsets.
         let (pinned, fresh): (Vec<&String>, Vec<&String>) =
             (hostnames.keys()).partition(|name| self.pinned.contains_key(&name_hash(name)));
@@ -245,19 +271,25 @@ impl VirtualHosts {
             self.retiring.remove(name);
             self.assign(name);
         }
-        // What no hostname claimed belonged to names gone while no agent ran.
-        for hash in std::mem::take(&mut self.pinned).into_keys() {
+        self.unassigned.retain(|name| hostnames.contains_key(name));
+        self.live = hostnames;
+    }
+
+    /// Frees the addresses of retired hostnames whose hold has ended. True if any.
+    pub fn expire(&mut self, now: Instant) -> bool {
+        let unclaimed: Vec<(u64, u32)> = (self.unclaimed.iter())
+            .filter(|(_, (_, until))| *until <= now)
+            .map(|(hash, (offset, _))| (*hash, *offset))
+            .collect();
+        for (hash, offset) in unclaimed {
+            self.unclaimed.remove(&hash);
+            self.taken.remove(&offset);
             if let Some(pins) = &mut self.pins
                 && let Err(error) = pins.remove(hash)
             {
                 tracing::debug!(%error, "cannot unpin a stale virtual address");
             }
         }
-        self.live = hostnames;
-    }
-
-    /// Frees the addresses of retired hostnames whose hold has ended. True if any.
-    pub fn expire(&mut self, now: Instant) -> bool {
         let done: Vec<String> = (self.retiring.iter())
             .filter(|(_, r)| r.until <= now)
             .map(|(name, _)| name.clone())
@@ -277,25 +309,35 @@ impl VirtualHosts {
         !done.is_empty()
     }
 
-    /// The offset of `name`: kept if assigned, else the pinned one, else derived from
-    /// its hash and probed past collisions.
-    fn assign(&mut self, name: &str) -> u32 {
+    /// The offset of `name`: kept if assigned, else the pinned one (also one held since
+    /// the name went while no agent ran), else derived from its hash and probed past
+    /// collisions. `None` when the range is full: the name gets no virtual addresses.
+    fn assign(&mut self, name: &str) -> Option<u32> {
         if let Some(offset) = self.by_name.get(name) {
-            return *offset;
+            return Some(*offset);
         }
         let hash = name_hash(name);
         let size = self.ranges.size();
-        let pinned = self.pinned.remove(&hash).filter(|o| *o < size);
+        let held = self.unclaimed.remove(&hash).map(|(offset, _)| {
+            self.taken.remove(&offset);
+            offset
+        });
+        let pinned = (self.pinned.remove(&hash).or(held)).filter(|o| *o < size);
         let start = pinned.unwrap_or_else(|| u32::try_from(hash % u64::from(size)).unwrap_or(0));
-        let mut offset = start;
-        // The range holds far more addresses than `--max-backend-addresses` allows
-        // hostnames, so a free one is always found.
-        for step in 0..size {
-            offset = ((u64::from(start) + u64::from(step)) % u64::from(size)) as u32;
-            if !self.taken.contains_key(&offset) {
-                break;
+        let free = (0..size)
+            .map(|step| ((u64::from(start) + u64::from(step)) % u64::from(size)) as u32)
+            .find(|offset| !self.taken.contains_key(offset));
+        let Some(offset) = free else {
+            if self.unassigned.insert(name.to_owned()) {
+                tracing::error!(
+                    hostname = name,
+                    "the virtual address ranges are full ({size} hostnames): this name gets \
+                     no virtual addresses, so its connects are matched by address alone \
+                     (see --virtual-ipv4-range)"
+                );
             }
-        }
+            return None;
+        };
         self.taken.insert(offset, name.to_owned());
         self.by_name.insert(name.to_owned(), offset);
         if pinned != Some(offset)
@@ -304,7 +346,7 @@ impl VirtualHosts {
         {
             tracing::warn!(%error, hostname = name, "cannot pin a virtual address; it may change on restart");
         }
-        offset
+        Some(offset)
     }
 }
 

@@ -91,3 +91,55 @@ fn a_removed_hostname_retires_for_the_hold_then_is_released() {
     assert!(hosts.expire(Instant::now() + Duration::from_secs(31)));
     assert_eq!(hosts.retiring().count(), 0);
 }
+
+#[test]
+fn a_full_range_gives_no_address_rather_than_a_shared_one() {
+    let mut hosts = VirtualHosts::new(ranges("240.1.2.0/24"), None, Duration::ZERO);
+    let list: Vec<String> = (0..300).map(|i| format!("h{i}.example")).collect();
+    let refs: Vec<&str> = list.iter().map(String::as_str).collect();
+    hosts.track(names(&refs));
+    let given: Vec<Ipv4Addr> = refs
+        .iter()
+        .filter_map(|n| hosts.get(n))
+        .map(|a| a.0)
+        .collect();
+    assert_eq!(given.len(), 254);
+    assert_eq!(
+        given.iter().collect::<BTreeSet<_>>().len(),
+        254,
+        "no address shared"
+    );
+    assert_eq!(hosts.unassigned.len(), 46);
+}
+
+#[test]
+fn an_address_pinned_for_a_name_gone_while_no_agent_ran_is_held_before_reuse() {
+    let hold = Duration::from_secs(30);
+    let mut fresh = VirtualHosts::new(ranges("240.0.0.0/16"), None, hold);
+    fresh.track(names(&["new.example"]));
+    let natural = fresh.get("new.example").unwrap();
+    let offset = fresh.by_name["new.example"];
+    // A restarted agent finds that offset pinned for a name no Backend declares now.
+    let restarted = || {
+        let mut hosts = VirtualHosts::new(ranges("240.0.0.0/16"), None, hold);
+        hosts.pinned.insert(name_hash("gone.example"), offset);
+        hosts.track(names(&["new.example"]));
+        hosts
+    };
+    let mut hosts = restarted();
+    assert_ne!(
+        hosts.get("new.example"),
+        Some(natural),
+        "held for the gone name"
+    );
+    // The name coming back within the hold gets its address again.
+    hosts.track(names(&["new.example", "gone.example"]));
+    assert_eq!(hosts.get("gone.example"), Some(natural));
+    // Otherwise the hold ends and the address is free.
+    let mut hosts = restarted();
+    assert!(hosts.next_expiry().is_some());
+    assert!(hosts.taken.contains_key(&offset));
+    hosts.expire(Instant::now() + hold + Duration::from_secs(1));
+    assert!(!hosts.taken.contains_key(&offset));
+    assert_eq!(hosts.next_expiry(), None);
+}
