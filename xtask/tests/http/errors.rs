@@ -217,6 +217,15 @@ fn a_504_while_the_upstream_tls_handshake_hangs_says_no_connection_was_made() {
     let target = url(API_HOST, PROBE_HTTP_PORT, "/");
     let waited = "still waiting for an upstream connection";
     answered_504_within_3500_ms(&t, &["--http1.1", &target], waited);
+    // An upgrade dials a connection of its own: the same is said of it.
+    let upgrade = ["-H", "Connection: Upgrade", "-H", "Upgrade: websocket"];
+    let response = t.curl(&[&["--http1.1"], &upgrade[..], &[&target]].concat());
+    response.assert_status(504);
+    let text = response.text();
+    assert!(
+        text.contains("still waiting for the upstream connection dialed"),
+        "{text}"
+    );
 }
 
 #[test]

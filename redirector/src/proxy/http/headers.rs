@@ -4,7 +4,7 @@
 
 use http::{
     HeaderMap, HeaderName, HeaderValue, Request, Version,
-    header::{CONNECTION, COOKIE, TE, TRANSFER_ENCODING, UPGRADE},
+    header::{CONNECTION, CONTENT_LENGTH, COOKIE, TE, TRANSFER_ENCODING, UPGRADE},
 };
 use hyper::body::Body;
 
@@ -17,9 +17,12 @@ const HOP_BY_HOP: [HeaderName; 4] = [
 ];
 
 /// An HTTP/1.1 Upgrade request (WebSocket and others): `Connection: upgrade` and an
-/// `Upgrade` header.
+/// `Upgrade` header. Upgrade is HTTP/1.1's own: on HTTP/1.0 the headers are stripped
+/// like any hop-by-hop ones.
 pub fn is_upgrade<B>(req: &Request<B>) -> bool {
-    req.headers().contains_key(UPGRADE) && connection_lists(req.headers(), "upgrade")
+    req.version() == Version::HTTP_11
+        && req.headers().contains_key(UPGRADE)
+        && connection_lists(req.headers(), "upgrade")
 }
 
 /// Removes hop-by-hop headers. With `upgrade`, `Connection: upgrade` and `Upgrade` stay:
@@ -36,6 +39,11 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap, upgrade: bool) -> Option<Header
         return None;
     }
     let codings = other_transfer_codings(headers);
+    // A message with both framed its body by Transfer-Encoding (RFC 9112 section 6.3):
+    // hyper decoded it so, and the stale length must not frame it again.
+    if headers.contains_key(TRANSFER_ENCODING) {
+        headers.remove(CONTENT_LENGTH);
+    }
     // Names the Connection header lists (rare beyond keep-alive/close/upgrade;
     // keep-alive, the common one, goes with `HOP_BY_HOP` and allocates nothing here).
     let listed: Vec<HeaderName> = headers
@@ -267,6 +275,10 @@ mod tests {
             req
         };
         assert!(is_upgrade(&req));
+        let mut http10 = Request::new(());
+        *http10.headers_mut() = map.clone();
+        *http10.version_mut() = Version::HTTP_10;
+        assert!(!is_upgrade(&http10), "Upgrade is HTTP/1.1's");
         assert_eq!(strip_hop_by_hop(&mut map, true), None);
         assert_eq!(map["te"], "trailers");
         assert_eq!(map["upgrade"], "websocket");
@@ -295,5 +307,15 @@ mod tests {
         let mut plain = headers(&[("transfer-encoding", "chunked")]);
         assert_eq!(strip_response(&mut plain, Version::HTTP_10), Ok(()));
         assert!(plain.is_empty());
+        // The length beside a transfer coding never framed the body.
+        let mut both = headers(&[
+            ("transfer-encoding", "gzip, chunked"),
+            ("content-length", "9"),
+        ]);
+        assert_eq!(strip_response(&mut both, Version::HTTP_11), Ok(()));
+        assert_eq!(
+            both.keys().map(|k| k.as_str()).collect::<Vec<_>>(),
+            ["transfer-encoding"]
+        );
     }
 }

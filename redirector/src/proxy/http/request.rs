@@ -3,7 +3,10 @@
 use std::{
     fmt::Display,
     pin::pin,
-    sync::{Arc, OnceLock},
+    sync::{
+        Arc, OnceLock,
+        atomic::{AtomicBool, Ordering},
+    },
     time::Instant,
 };
 
@@ -198,11 +201,15 @@ impl Context {
             // Boxed: the upgrade's future (dial, handshake, 2 KiB) would otherwise size
             // every request's future, which is allocated and moved per request.
             let upstream = &self.routed.upstream;
+            let connected = AtomicBool::new(false);
             let forwarding = Box::pin(upgrade::forward(
-                shared, metrics, tls, upstream, original, req,
+                shared, metrics, tls, upstream, original, req, &connected,
             ));
             // An upgrade request has no body to wait for.
-            let waited = || "went on an upstream connection of its own, dialed for the upgrade";
+            let waited = || match connected.load(Ordering::Relaxed) {
+                true => "went on an upstream connection of its own, dialed for the upgrade",
+                false => "was still waiting for the upstream connection dialed for the upgrade",
+            };
             return self
                 .response_within(backend, forwarding, async {}, waited)
                 .await?;

@@ -1,7 +1,13 @@
 //! Upgrade requests (WebSocket and others): an HTTP/1.1 upstream connection of their
 //! own, whatever the Backend's protocol, then bytes both ways once both sides agreed.
 
-use std::{net::SocketAddr, sync::Arc};
+use std::{
+    net::SocketAddr,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+};
 
 use http::{Request, Response, StatusCode, Version};
 use hyper::body::Incoming;
@@ -15,6 +21,8 @@ use super::{
 };
 use crate::{proxy::Shared, tls::TlsOrigination};
 
+/// `connected` is set once the upstream connection is made (TCP, TLS and HTTP/1.1
+/// handshakes), for the 504 that may cut this short.
 pub async fn forward(
     shared: &Arc<Shared>,
     metrics: Arc<BackendHttp>,
@@ -22,6 +30,7 @@ pub async fn forward(
     to: &Arc<[SocketAddr]>,
     original: SocketAddr,
     mut req: Request<Incoming>,
+    connected: &AtomicBool,
 ) -> Result<Response<Incoming>, ProxyError> {
     let label = metrics.name.clone();
     let stream = Dialer::new(shared, metrics, tls, to.clone())
@@ -31,6 +40,7 @@ pub async fn forward(
     let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
         .await
         .map_err(|error| ProxyError::from_client(&error, original))?;
+    connected.store(true, Ordering::Relaxed);
     tokio::spawn(async move {
         if let Err(error) = connection.with_upgrades().await {
             tracing::debug!(%error, "upgrade connection to the upstream ended");
