@@ -104,15 +104,22 @@ pub async fn serve(listeners: Listeners, context: Arc<Context>, shutdown: Cancel
 /// that is a loopback or unspecified address, which from the agent would mean the
 /// node's own loopback. The datapath leaves such queries alone; a record that names
 /// one anyway is refused here too (`None`).
-fn forward_target(record: &DnsRecord) -> Option<SocketAddr> {
+fn forward_target(context: &Context, record: &DnsRecord) -> Option<SocketAddr> {
     let to = endpoint::to_socket_addr(&record.nameserver);
-    let ip = to.ip().to_canonical();
-    let this_network = matches!(ip, IpAddr::V4(v4) if v4.octets()[0] == 0);
-    if ip.is_loopback() || ip.is_unspecified() || this_network {
-        tracing::warn!(nameserver = %to, "a captured DNS query names a node-local nameserver; not forwarded");
+    if is_node_local(to.ip()) {
+        if let Some(suppressed) = context.shared.log_limit.allow("dns_node_local") {
+            tracing::warn!(nameserver = %to, suppressed, "a captured DNS query names a node-local nameserver; not forwarded");
+        }
         return None;
     }
     Some(to)
+}
+
+/// Loopback or unspecified (0.0.0.0/8, ::): from the agent, the node's own loopback.
+fn is_node_local(ip: IpAddr) -> bool {
+    let ip = ip.to_canonical();
+    let this_network = matches!(ip, IpAddr::V4(v4) if v4.octets()[0] == 0);
+    ip.is_loopback() || ip.is_unspecified() || this_network
 }
 
 #[cfg(test)]
@@ -135,12 +142,10 @@ mod tests {
             ("[fd00::10]:53", true),
         ];
         for (nameserver, forwarded) in cases {
-            let record = DnsRecord {
-                scope: 0,
-                nameserver: endpoint::from_socket_addr(nameserver.parse().unwrap()),
-                _pad: [0; 4],
-            };
-            assert_eq!(forward_target(&record).is_some(), forwarded, "{nameserver}");
+            let at: SocketAddr = nameserver.parse().unwrap();
+            // Through the datapath's form, as records carry it.
+            let at = endpoint::to_socket_addr(&endpoint::from_socket_addr(at));
+            assert_eq!(!is_node_local(at.ip()), forwarded, "{nameserver}");
         }
     }
 }

@@ -17,7 +17,8 @@ use serde::{Deserialize, Serialize};
 pub struct BackendStatus {
     /// `namespace/name`.
     pub name: String,
-    /// `Ready`, `Invalid`, `Resolving` or `RefError`.
+    /// `Ready`, `Invalid`, `Resolving`, `RefError` or `Contested` (its id is claimed by
+    /// another Backend's name too: connections refused).
     pub state: String,
     /// Why it is not `Ready`, or what to know although it is (a kept last good version).
     #[serde(default, skip_serializing_if = "Option::is_none")]

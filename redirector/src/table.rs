@@ -150,6 +150,11 @@ pub struct BackendTable {
     /// Never merged nor given to either: the addresses stay redirected and the proxy
     /// refuses their connections, so no name can take over another's connections.
     contested: BTreeMap<BackendId, String>,
+    /// The Backends refused for a contested id (their own, or their group's), with the
+    /// id's claimants.
+    contested_keys: BTreeMap<ObjectKey, String>,
+    /// Contested Backends the later claimant displaced from `by_id`, still listed.
+    displaced: Vec<Arc<Entry>>,
 }
 
 impl BackendTable {
@@ -187,10 +192,12 @@ impl BackendTable {
                 let at = BackendKey::new(scope, endpoint::from_socket_addr(address));
                 owners.entry(at).or_default().insert(id);
             }
-            let key = entry.backend.key.to_string();
+            let key = entry.backend.key.clone();
             if let Some(previous) = table.by_id.insert(id, Arc::new(entry)) {
-                let first = previous.backend.key.to_string();
-                table.contest(id, &first, &key);
+                let first = previous.backend.key.clone();
+                let (first_name, second_name) = (first.to_string(), key.to_string());
+                table.contest(id, &first_name, &second_name, [first, key]);
+                table.displaced.push(previous);
             }
         }
         for retiring in virtuals.iter().flat_map(|v| v.retiring()) {
@@ -199,16 +206,29 @@ impl BackendTable {
                 table.add_passthrough(&mut endpoints, *scope, &host);
             }
         }
-        for (at, ids) in owners {
-            let id = match ids.first() {
-                Some(only) if ids.len() == 1 => *only,
-                // A group with a contested member is refused as that member is.
-                _ => match ids.iter().find(|id| table.contested.contains_key(id)) {
-                    Some(contested) => *contested,
-                    None => table.group(&ids),
+        // Groups first, so a group id that collides with another id is known before any
+        // address is given one.
+        let mut group_of: HashMap<&BTreeSet<BackendId>, BackendId> = HashMap::new();
+        for ids in owners.values().filter(|ids| ids.len() > 1) {
+            if !group_of.contains_key(ids) {
+                group_of.insert(ids, table.group(ids));
+            }
+        }
+        for (at, ids) in &owners {
+            let id = match (ids.first(), group_of.get(ids)) {
+                (Some(only), None) => *only,
+                (_, Some(group)) => match ids.iter().find(|id| table.contested.contains_key(id)) {
+                    // A group with a contested member is refused as that member is, and
+                    // never looked up: it would lend that member's entry.
+                    Some(member) => {
+                        table.groups.remove(group);
+                        *member
+                    }
+                    None => *group,
                 },
+                (None, None) => continue,
             };
-            endpoints.insert(at, id);
+            endpoints.insert(*at, id);
         }
         table.endpoints = Arc::new(endpoints);
         table
@@ -272,9 +292,11 @@ impl BackendTable {
             .collect();
         members.sort_by(|a, b| a.backend.key.cmp(&b.backend.key));
         let id = BackendId::of_group(members.iter().map(|e| &e.backend.key));
+        let member_keys = || members.iter().map(|e| e.backend.key.clone());
         if let Some(single) = self.by_id.get(&id) {
-            let single = single.backend.key.to_string();
-            self.contest(id, &single, &format!("the group {}", join(&members)));
+            let key = single.backend.key.clone();
+            let group = format!("the group {}", join(&members));
+            self.contest(id, &key.to_string(), &group, member_keys().chain([key]));
         }
         let group = self.groups.entry(id).or_insert_with(|| {
             tracing::debug!(
@@ -290,17 +312,37 @@ impl BackendTable {
                 .all(|(a, b)| a.backend.key == b.backend.key);
         if !same {
             let first = format!("the group {}", join(group));
-            self.contest(id, &first, &format!("the group {}", join(&members)));
+            let keys: Vec<ObjectKey> = group.iter().map(|e| e.backend.key.clone()).collect();
+            let second = format!("the group {}", join(&members));
+            self.contest(id, &first, &second, member_keys().chain(keys));
         }
         id
     }
 
     /// Records that `first` and `second` hash to the same id (FNV is not
     /// collision-resistant: a name can be made to collide).
-    fn contest(&mut self, id: BackendId, first: &str, second: &str) {
+    fn contest(
+        &mut self,
+        id: BackendId,
+        first: &str,
+        second: &str,
+        refused: impl IntoIterator<Item = ObjectKey>,
+    ) {
         let claimants = self.contested.entry(id).or_insert_with(|| first.to_owned());
-        claimants.push_str(" and ");
-        claimants.push_str(second);
+        // A group meets the same Backend once per address it shares: say it once.
+        if !claimants.split(" and ").any(|claimant| claimant == second) {
+            claimants.push_str(" and ");
+            claimants.push_str(second);
+        }
+        let claimants = claimants.clone();
+        for key in refused {
+            self.contested_keys.insert(key, claimants.clone());
+        }
+    }
+
+    /// Whether `key`'s connections are refused for a contested id, and its claimants.
+    pub fn contested_by(&self, key: &ObjectKey) -> Option<&str> {
+        self.contested_keys.get(key).map(String::as_str)
     }
 
     /// Ids claimed by several Backends (or groups), with the claimants: their
@@ -314,8 +356,9 @@ impl BackendTable {
         &self.endpoints
     }
 
+    /// Every Backend, contested ones included.
     pub fn entries(&self) -> impl Iterator<Item = &Arc<Entry>> {
-        self.by_id.values()
+        self.by_id.values().chain(&self.displaced)
     }
 
     /// The Backends a connection record names.

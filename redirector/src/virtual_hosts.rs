@@ -275,12 +275,15 @@ impl VirtualHosts {
         self.live = hostnames;
     }
 
-    /// Frees the addresses of retired hostnames whose hold has ended. True if any.
+    /// Frees the addresses whose hold has ended. True if the table must be built again:
+    /// a retired name went, or a name the full range left out may get an address.
     pub fn expire(&mut self, now: Instant) -> bool {
         let unclaimed: Vec<(u64, u32)> = (self.unclaimed.iter())
             .filter(|(_, (_, until))| *until <= now)
             .map(|(hash, (offset, _))| (*hash, *offset))
             .collect();
+        // A name the full range left without addresses may take a freed one.
+        let room_for_waiting = !unclaimed.is_empty() && !self.unassigned.is_empty();
         for (hash, offset) in unclaimed {
             self.unclaimed.remove(&hash);
             self.taken.remove(&offset);
@@ -306,7 +309,7 @@ impl VirtualHosts {
                 tracing::warn!(%error, hostname = name, "cannot unpin a virtual address");
             }
         }
-        !done.is_empty()
+        !done.is_empty() || room_for_waiting
     }
 
     /// The offset of `name`: kept if assigned, else the pinned one (also one held since

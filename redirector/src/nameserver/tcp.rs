@@ -67,7 +67,7 @@ async fn handle(
         tracing::debug!(%peer, "DNS connection without a capture record closed: not an open resolver");
         return;
     };
-    let nameserver = super::forward_target(&record);
+    let nameserver = super::forward_target(&context, &record);
     let mut upstream: Option<TcpStream> = None;
     loop {
         let query = tokio::select! {

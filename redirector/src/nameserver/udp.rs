@@ -47,7 +47,7 @@ pub async fn serve(socket: Arc<UdpSocket>, context: Arc<Context>, shutdown: Canc
             }
             Decision::Forward => {
                 let forwarder = &context.forwarder;
-                let sent = match super::forward_target(&record) {
+                let sent = match super::forward_target(&context, &record) {
                     Some(to) => {
                         forwarder
                             .send(query.to_vec(), to, peer, &socket, started)

@@ -39,7 +39,11 @@ fn statuses(
     let mut statuses: BTreeMap<ObjectKey, BackendStatus> = BTreeMap::new();
     for entry in table.entries() {
         let backend = &entry.backend;
+        let contested = table.contested_by(&backend.key).map(|claimants| {
+            format!("its id is claimed by {claimants} (the names hash alike): connections refused until one is renamed")
+        });
         let (state, reason) = match (&entry.origination, entry.addresses.is_empty()) {
+            _ if contested.is_some() => ("Contested", contested),
             (Err(error), _) => ("RefError", Some(error.to_string())),
             (Ok(_), true) => ("Resolving", resolve_errors.get(&backend.hostname).cloned()),
             (Ok(_), false) => ("Ready", None),

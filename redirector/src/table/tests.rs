@@ -129,6 +129,14 @@ fn a_name_that_hashes_like_another_takes_over_nothing() {
         };
         assert!(claimants.contains("team-a/api") && claimants.contains("team-b/mallory"));
         assert_eq!(table.contested().len(), 1);
+        // Both stay listed, each shown refused.
+        assert_eq!(table.entries().count(), 2);
+        for key in [
+            ObjectKey::new("team-a", "api"),
+            ObjectKey::new("team-b", "mallory"),
+        ] {
+            assert_eq!(table.contested_by(&key), Some(claimants.as_str()), "{key}");
+        }
     }
     // An address shared with a contested Backend is refused with it, not grouped.
     let table = BackendTable::with_ids(
@@ -161,13 +169,28 @@ fn a_backend_that_hashes_like_a_group_takes_over_nothing() {
         "mallory" => group,
         _ => BackendId::of(key),
     };
-    let mallory = entry("y", "mallory", 443, &["10.0.0.9"]);
-    let table = BackendTable::with_ids([a, b, mallory], Scoping::Cluster, None, id_of);
+    // Mallory also shares an address with c, one that sorts before the group's.
+    let mallory = entry("y", "mallory", 443, &["10.0.0.9", "10.0.0.0"]);
+    let c = entry("z", "c", 443, &["10.0.0.0"]);
+    let c_and_mallory = BackendId::of_group([&mallory.backend.key, &c.backend.key]);
+    let table = BackendTable::with_ids([a, b, mallory, c], Scoping::Cluster, None, id_of);
     assert_eq!(table.endpoints()[&at("10.0.0.1:443")], group);
-    assert!(matches!(
-        table.lookup(group),
-        Err(LookupError::Contested { .. })
-    ));
+    assert_eq!(
+        table.endpoints()[&at("10.0.0.0:443")],
+        group,
+        "refused with mallory"
+    );
+    assert!(
+        !table.groups.contains_key(&c_and_mallory),
+        "never looked up"
+    );
+    let Err(LookupError::Contested { claimants, .. }) = table.lookup(group) else {
+        panic!("the contested id resolved");
+    };
+    assert_eq!(
+        claimants, "y/mallory and the group x/a, x/b",
+        "each claimant once"
+    );
 }
 
 #[test]

@@ -186,7 +186,9 @@ impl Pools {
             .collect();
         let mut clients = self.clients.lock().unwrap_or_else(|p| p.into_inner());
         clients.retain(|key, pooled| {
-            let current = current.get(&key.backend).is_some_and(|e| key.is_current(e));
+            let contested = table.contested().contains_key(&key.backend);
+            let current =
+                !contested && current.get(&key.backend).is_some_and(|e| key.is_current(e));
             if !current {
                 pooled.retired.cancel();
             }
