@@ -1,12 +1,16 @@
 //! Captured queries over TCP (two-byte length prefix, RFC 7766): clients retry here
 //! after a truncated UDP answer, and some ask over TCP from the start.
 
-use std::{net::SocketAddr, sync::Arc, time::Duration, time::Instant};
+use std::{
+    collections::HashMap,
+    net::{IpAddr, SocketAddr},
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
 
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
     net::{TcpListener, TcpStream},
-    sync::Semaphore,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -24,18 +28,24 @@ const IDLE_TIMEOUT: Duration = Duration::from_secs(10);
 const RECORD_ATTEMPTS: u32 = 5;
 const RECORD_RETRY: Duration = Duration::from_millis(2);
 
-/// Client connections served at once per listener; more are closed on arrival (the
-/// client retries). Pods ask over TCP rarely (after a truncated answer), so this bounds
-/// what a flood can hold without limiting real use.
+/// Client connections served at once per listener, and from one address; more are
+/// closed on arrival (the client retries). Pods ask over TCP rarely (after a truncated
+/// answer), so this bounds what a flood can hold, and what one pod can take from the
+/// others, without limiting real use.
 const MAX_CLIENTS: usize = 1024;
+const MAX_PER_ADDRESS: usize = 32;
 
 pub async fn serve(listener: TcpListener, context: Arc<Context>, shutdown: CancellationToken) {
-    let clients = Arc::new(Semaphore::new(MAX_CLIENTS));
+    let slots = Arc::new(ClientSlots::default());
     accept_until(&listener, &shutdown, |client, peer| {
-        let Ok(permit) = clients.clone().try_acquire_owned() else {
+        let Some(slot) = slots.take(peer.ip()) else {
             context.metrics.record(Outcome::Failed, Duration::ZERO);
             if let Some(suppressed) = context.shared.log_limit.allow("dns_tcp_clients") {
-                tracing::warn!(%peer, suppressed, "{MAX_CLIENTS} DNS clients over TCP already; connection closed");
+                tracing::warn!(
+                    %peer, suppressed,
+                    "DNS over TCP: {MAX_PER_ADDRESS} connections from this address or \
+                     {MAX_CLIENTS} in all already; connection closed"
+                );
             }
             return;
         };
@@ -43,10 +53,53 @@ pub async fn serve(listener: TcpListener, context: Arc<Context>, shutdown: Cance
         let shutdown = shutdown.clone();
         tokio::spawn(async move {
             handle(context, client, peer, shutdown).await;
-            drop(permit);
+            drop(slot);
         });
     })
     .await;
+}
+
+/// Counts of the clients being served, in all and per address.
+#[derive(Default)]
+struct ClientSlots(Mutex<(usize, HashMap<IpAddr, usize>)>);
+
+/// One client's place, given back when dropped.
+struct Slot {
+    slots: Arc<ClientSlots>,
+    ip: IpAddr,
+}
+
+impl ClientSlots {
+    fn take(self: &Arc<Self>, ip: IpAddr) -> Option<Slot> {
+        let mut counts = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let (total, by_address) = &mut *counts;
+        if *total >= MAX_CLIENTS {
+            return None;
+        }
+        // Only an address with clients already can be at its cap: no empty entry stays.
+        let from = by_address.entry(ip).or_default();
+        if *from >= MAX_PER_ADDRESS {
+            return None;
+        }
+        *from += 1;
+        *total += 1;
+        let slots = self.clone();
+        Some(Slot { slots, ip })
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut counts = (self.slots.0.lock()).unwrap_or_else(|p| p.into_inner());
+        let (total, by_address) = &mut *counts;
+        *total -= 1;
+        if let Some(from) = by_address.get_mut(&self.ip) {
+            *from -= 1;
+            if *from == 0 {
+                by_address.remove(&self.ip);
+            }
+        }
+    }
 }
 
 async fn handle(
@@ -160,4 +213,28 @@ async fn write_message(stream: &mut TcpStream, message: &[u8]) -> std::io::Resul
     framed.extend_from_slice(&len.to_be_bytes());
     framed.extend_from_slice(message);
     stream.write_all(&framed).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_address_cannot_take_every_slot() {
+        let slots = Arc::new(ClientSlots::default());
+        let (pod, other): (IpAddr, IpAddr) =
+            ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
+        let mut held: Vec<Slot> = (0..MAX_PER_ADDRESS)
+            .filter_map(|_| slots.take(pod))
+            .collect();
+        assert_eq!(held.len(), MAX_PER_ADDRESS);
+        assert!(slots.take(pod).is_none(), "over the per-address cap");
+        assert!(slots.take(other).is_some(), "another pod still gets in");
+        held.pop();
+        assert!(slots.take(pod).is_some(), "a slot given back is free again");
+        drop(held);
+        let counts = slots.0.lock().unwrap();
+        assert_eq!(counts.0, 0);
+        assert!(counts.1.is_empty());
+    }
 }
