@@ -7,6 +7,7 @@
 
 mod dns;
 pub mod endpoint;
+mod id_key;
 mod install;
 mod link_update;
 mod maps;
@@ -28,6 +29,7 @@ use aya::{
     },
 };
 pub use dns::{DnsMaps, DnsPending, Heartbeat, VirtualHostPins};
+pub use id_key::id_key;
 pub use install::{MigrateReqWas, record_migrate_req, recorded_migrate_req, uninstall};
 use install::{ensure_layout, ensure_same_cgroup};
 pub use maps::{AgentSockets, BackendMap, OwnedExemption, PendingRecords, ScopeMap, SyncStats};

@@ -28,6 +28,7 @@ pub mod crd;
 mod datapath;
 mod file_stamp;
 pub mod fuzzing;
+mod ids;
 mod kubernetes;
 mod nameserver;
 mod proxy;

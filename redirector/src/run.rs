@@ -120,6 +120,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     };
     let dns_config = capture::dns_config(capture, &dns_addrs);
     let layout = PinLayout::new(&args.bpffs.bpffs);
+    // Before the first id is made (the table, the pods' scopes, virtual addresses).
+    let id_key = datapath::id_key(&layout).context("the node's id key")?;
+    crate::ids::install(id_key);
     let sizes = MapSizes {
         backend_addresses: args.limits.max_backend_addresses,
         connections: args.limits.max_connections,

@@ -3,9 +3,9 @@
 //!
 //! The datapath stores a `BackendId` per address; the proxy maps the id in a connection
 //! record back to the Backend, or to the Backends that share that address (a CDN serves
-//! many names from one address: the proxy then decides by the name the client sends). Ids are a hash of `namespace/name`, so they stay the same
-//! across agent restarts and records written before a restart still name the right
-//! Backend.
+//! many names from one address: the proxy then decides by the name the client sends).
+//! Ids are a keyed hash of `namespace/name` (see `ids`), so they stay the same across
+//! agent restarts and records written before a restart still name the right Backend.
 
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap},
@@ -19,6 +19,7 @@ use redirector_common::{BackendKey, CLUSTER_SCOPE, PASSTHROUGH_BIT, POD_TREE};
 use crate::{
     backend::{Backend, ObjectKey},
     datapath::endpoint,
+    ids::IdHasher,
     tls::{TlsConfigError, TlsOrigination},
     virtual_hosts::{VirtualHost, VirtualHosts},
 };
@@ -30,7 +31,7 @@ pub struct BackendId(pub u64);
 
 impl BackendId {
     pub fn of(key: &ObjectKey) -> BackendId {
-        let mut hasher = fnv::FnvHasher::default();
+        let mut hasher = IdHasher::new();
         hasher.write(key.namespace.as_bytes());
         hasher.write(b"/");
         hasher.write(key.name.as_bytes());
@@ -41,7 +42,7 @@ impl BackendId {
 
     /// The id of a virtual host's passthrough (its undeclared ports).
     fn passthrough(hostname: &str) -> BackendId {
-        let mut hasher = fnv::FnvHasher::default();
+        let mut hasher = IdHasher::new();
         hasher.write(b"passthrough:");
         hasher.write(hostname.as_bytes());
         BackendId(hasher.finish() | PASSTHROUGH_BIT)
@@ -55,7 +56,7 @@ impl BackendId {
     /// so it is the same after a restart, and never a single Backend's id (the prefix
     /// differs).
     fn of_group<'a>(keys: impl IntoIterator<Item = &'a ObjectKey>) -> BackendId {
-        let mut hasher = fnv::FnvHasher::default();
+        let mut hasher = IdHasher::new();
         hasher.write(b"shared:");
         for key in keys {
             hasher.write(key.namespace.as_bytes());
@@ -124,7 +125,7 @@ impl Scoping {
 /// nor the pod-tree marker), the same on every node and across restarts, with no
 /// registry to keep in sync.
 pub fn namespace_scope(namespace: &str) -> u64 {
-    let mut hasher = fnv::FnvHasher::default();
+    let mut hasher = IdHasher::new();
     hasher.write(b"namespace:");
     hasher.write(namespace.as_bytes());
     hasher.finish().clamp(CLUSTER_SCOPE + 1, POD_TREE - 1)
@@ -319,8 +320,8 @@ impl BackendTable {
         id
     }
 
-    /// Records that `first` and `second` hash to the same id (FNV is not
-    /// collision-resistant: a name can be made to collide).
+    /// Records that `first` and `second` hash to the same id: by chance (1 in 2^63 a
+    /// pair), or on purpose where ids are unkeyed (FNV-1a collisions can be computed).
     fn contest(
         &mut self,
         id: BackendId,

@@ -19,7 +19,10 @@ use std::{
 use redirector_common::DnsConfig;
 use tokio::time::Instant;
 
-use crate::datapath::{VirtualHostPins, endpoint};
+use crate::{
+    datapath::{VirtualHostPins, endpoint},
+    ids::IdHasher,
+};
 
 /// A hostname's virtual addresses and the real ones connections to them go to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -354,7 +357,7 @@ impl VirtualHosts {
 }
 
 fn name_hash(name: &str) -> u64 {
-    let mut hasher = fnv::FnvHasher::default();
+    let mut hasher = IdHasher::new();
     hasher.write(b"virtual:");
     hasher.write(name.as_bytes());
     hasher.finish()

@@ -169,6 +169,7 @@ pub fn uninstall(layout: &PinLayout) -> Result<Vec<PathBuf>, DatapathError> {
     }
     let mut markers = layout.cgroup_markers().unwrap_or_default();
     markers.extend(layout.layout_markers().unwrap_or_default());
+    markers.extend(layout.id_key_markers().unwrap_or_default());
     let recorded = recorded_migrate_req(layout).unwrap_or_default();
     markers.extend(recorded.into_iter().map(|(marker, _)| marker));
     let dirs = [

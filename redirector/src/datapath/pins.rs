@@ -20,6 +20,7 @@ use super::DatapathError;
 
 /// Name prefix of the `tcp_migrate_req-was-<value>-netns-<inode>` markers.
 pub const MIGRATE_REQ_MARKER: &str = "tcp_migrate_req-was-";
+pub const ID_KEY_MARKER: &str = "id-key-";
 
 #[derive(Debug, Clone)]
 pub struct PinLayout {
@@ -69,6 +70,16 @@ impl PinLayout {
     /// Every layout marker present.
     pub fn layout_markers(&self) -> std::io::Result<Vec<PathBuf>> {
         self.markers("layout-")
+    }
+
+    /// Marker holding the node's id key, in hex (see `id_key`).
+    pub fn id_key_marker(&self, hex: &str) -> PathBuf {
+        self.root.join(format!("{ID_KEY_MARKER}{hex}"))
+    }
+
+    /// Every id key marker present.
+    pub fn id_key_markers(&self) -> std::io::Result<Vec<PathBuf>> {
+        self.markers(ID_KEY_MARKER)
     }
 
     /// Every marker of `net.ipv4.tcp_migrate_req`'s value before an agent set it (see
