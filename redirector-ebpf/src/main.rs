@@ -351,6 +351,23 @@ fn track_socket(ctx: &SockOpsContext) {
     }
 }
 
+/// The four words of a `bpf_sock_ops` IPv6 address field, one 4-byte load each, as the
+/// verifier demands of context reads.
+macro_rules! ip6_words {
+    ($ctx:expr, $field:ident) => {{
+        let ops = $ctx.ops;
+        // SAFETY: reads of the context's own fields.
+        unsafe {
+            [
+                read_volatile(addr_of!((*ops).$field[0])),
+                read_volatile(addr_of!((*ops).$field[1])),
+                read_volatile(addr_of!((*ops).$field[2])),
+                read_volatile(addr_of!((*ops).$field[3])),
+            ]
+        }
+    }};
+}
+
 /// Whether the socket connects to one of the proxy's addresses (in the form it uses:
 /// IPv4, or IPv4-mapped on an IPv6 socket).
 #[inline(always)]
@@ -360,20 +377,9 @@ fn dials_proxy(ctx: &SockOpsContext) -> bool {
     };
     // `remote_port` holds the port in network order in its upper half.
     let port = u32::from_be(ctx.remote_port()) as u16;
-    let remote = if ctx.family() == AF_INET {
-        Endpoint::v4(ctx.remote_ip4(), port)
-    } else {
-        let ops = ctx.ops;
-        // SAFETY: context field reads; one 4-byte load per word, as the verifier demands.
-        let words = unsafe {
-            [
-                read_volatile(addr_of!((*ops).remote_ip6[0])),
-                read_volatile(addr_of!((*ops).remote_ip6[1])),
-                read_volatile(addr_of!((*ops).remote_ip6[2])),
-                read_volatile(addr_of!((*ops).remote_ip6[3])),
-            ]
-        };
-        Endpoint::v6(words, port)
+    let remote = match ctx.family() {
+        AF_INET => Endpoint::v4(ctx.remote_ip4(), port),
+        _ => Endpoint::v6(ip6_words!(ctx, remote_ip6), port),
     };
     let v4 = config.flags & ProxyConfig::HAS_V4 != 0 && remote == config.v4;
     v4 || config.flags & ProxyConfig::HAS_V6 != 0 && remote == config.v6
@@ -384,20 +390,9 @@ fn dials_proxy(ctx: &SockOpsContext) -> bool {
 fn local_endpoint(ctx: &SockOpsContext) -> Endpoint {
     // `local_port` is in host byte order, unlike the address fields.
     let port = ctx.local_port() as u16;
-    if ctx.family() == AF_INET {
-        Endpoint::v4(ctx.local_ip4(), port)
-    } else {
-        let ops = ctx.ops;
-        // SAFETY: context field reads; one 4-byte load per word, as the verifier demands.
-        let words = unsafe {
-            [
-                read_volatile(addr_of!((*ops).local_ip6[0])),
-                read_volatile(addr_of!((*ops).local_ip6[1])),
-                read_volatile(addr_of!((*ops).local_ip6[2])),
-                read_volatile(addr_of!((*ops).local_ip6[3])),
-            ]
-        };
-        Endpoint::v6(words, port)
+    match ctx.family() {
+        AF_INET => Endpoint::v4(ctx.local_ip4(), port),
+        _ => Endpoint::v6(ip6_words!(ctx, local_ip6), port),
     }
 }
 
