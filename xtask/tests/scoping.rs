@@ -1,7 +1,8 @@
 //! Per-namespace scoping with the Kubernetes source: a Backend applies to the pods of its
 //! own namespace only. Two pods (kubelet-style `pod<uid>` cgroups below the attached
-//! cgroup) in two namespaces dial the same hostname and port, and each gets its own
-//! namespace's Backend; a process in no known pod gets none.
+//! cgroup; one a static pod, known to the API by its mirror) in two namespaces dial the
+//! same hostname and port, and each gets its own namespace's Backend; a process in no
+//! known pod gets none.
 
 mod support;
 
@@ -18,6 +19,7 @@ use xtask::netlab::{
 const UID_A: &str = "0a0a0a0a-1111-4111-8111-aaaaaaaaaaaa";
 const UID_B: &str = "0b0b0b0b-2222-4222-8222-bbbbbbbbbbbb";
 const UID_C: &str = "0c0c0c0c-3333-4333-8333-cccccccccccc";
+const MIRROR_UID: &str = "0d0d0d0d-4444-4444-8444-dddddddddddd";
 
 /// team-a's Backend forwards plain TCP; team-b's, for the same hostname and port, asks
 /// for TLS origination (which the plain test server cannot speak, so it is refused).
@@ -31,11 +33,18 @@ fn objects() -> String {
              spec: {{nodeName: node1, containers: [{{name: app, image: app}}]}}\n"
         )
     };
+    // A static pod's mirror: the API gave it a uid of its own; its cgroup is named after
+    // the kubelet's, which the annotation carries.
+    let mirror = |name: &str, namespace: &str, uid: &str| {
+        let mirrored = format!("{{kubernetes.io/config.mirror: {uid}}}");
+        pod(name, namespace, MIRROR_UID)
+            .replace("}\nspec", &format!(", annotations: {mirrored}}}\nspec"))
+    };
     let tls = "  tls:\n    mode: ServerOnly\n    validation: {hostname: echo.redirector.test, wellKnownCACertificates: System}\n";
     [
         backend("team-a", ""),
         backend("team-b", tls),
-        pod("a", "team-a", UID_A),
+        mirror("a", "team-a", UID_A),
         pod("b", "team-b", UID_B),
     ]
     .join("---\n")

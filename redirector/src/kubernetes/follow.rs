@@ -9,6 +9,7 @@ use std::{
     time::{Duration, Instant},
 };
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::{
     Resource,
     runtime::{
@@ -18,6 +19,8 @@ use kube::{
     },
 };
 use tokio_util::sync::CancellationToken;
+
+use super::pods::MIRROR_POD_ANNOTATION;
 
 /// One warning per watch at most this often while it keeps failing.
 const LOG_EVERY: Duration = Duration::from_secs(30);
@@ -65,7 +68,7 @@ pub(super) async fn follow<K, S>(
             };
             match item {
                 Some(Ok(event)) => {
-                    let event = event.modify(|object| object.meta_mut().managed_fields = None);
+                    let event = event.modify(|object| trim(object.meta_mut()));
                     writer.apply_watcher_event(&event);
                     if let watcher::Event::Apply(_)
                     | watcher::Event::Delete(_)
@@ -191,5 +194,45 @@ impl<'a> ErrorLog<'a> {
             self.suppressed = 0;
             self.last_warning = None;
         }
+    }
+}
+
+/// Keeps of an object's metadata what the agent reads. Every agent holds every object it
+/// watches, and the rest (managed fields, labels, annotations such as kubectl's copy of
+/// the whole object) is for any tenant to make large.
+fn trim(meta: &mut ObjectMeta) {
+    meta.managed_fields = None;
+    meta.labels = None;
+    if let Some(annotations) = &mut meta.annotations {
+        annotations.retain(|name, _| name == MIRROR_POD_ANNOTATION);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    #[test]
+    fn only_what_the_agent_reads_is_kept() {
+        let mut meta = ObjectMeta {
+            name: Some("a".into()),
+            labels: Some(BTreeMap::from([("app".into(), "x".into())])),
+            annotations: Some(BTreeMap::from([
+                (MIRROR_POD_ANNOTATION.into(), "uid".into()),
+                (
+                    "kubectl.kubernetes.io/last-applied-configuration".into(),
+                    "{}".repeat(1000),
+                ),
+            ])),
+            managed_fields: Some(Vec::new()),
+            ..ObjectMeta::default()
+        };
+        trim(&mut meta);
+        assert_eq!(meta.name.as_deref(), Some("a"));
+        assert_eq!((meta.labels, meta.managed_fields), (None, None));
+        let kept = BTreeMap::from([(MIRROR_POD_ANNOTATION.to_owned(), "uid".to_owned())]);
+        assert_eq!(meta.annotations, Some(kept));
     }
 }

@@ -53,11 +53,18 @@ pub(super) async fn run(
     follow(&what, start, Writer::default(), changed, shutdown).await;
 }
 
+/// On a static pod's mirror: the uid the kubelet gave the pod (and named its cgroup
+/// after), where `metadata.uid` is the mirror object's own.
+pub const MIRROR_POD_ANNOTATION: &str = "kubernetes.io/config.mirror";
+
+/// Each pod's namespace, by the uid its cgroup is named after.
 fn by_uid(pods: &[std::sync::Arc<PartialObjectMeta<Pod>>]) -> BTreeMap<String, String> {
     pods.iter()
         .filter_map(|pod| {
             let meta = &pod.metadata;
-            Some((meta.uid.clone()?, meta.namespace.clone()?))
+            let mirrored = (meta.annotations.as_ref()).and_then(|a| a.get(MIRROR_POD_ANNOTATION));
+            let uid = mirrored.or(meta.uid.as_ref())?;
+            Some((uid.clone(), meta.namespace.clone()?))
         })
         .collect()
 }
