@@ -35,7 +35,7 @@ use crate::{
     proxy::{self, ConnectionLimits, Shared, Stats},
     reconcile::{DnsSettings, ReconcileMetrics, Reconciler},
     resolver::Resolver,
-    scopes::{Pods, ScopeSync},
+    scopes::{Pods, ScopeSync, first_pods},
     status::StatusBoard,
     table::{BackendTable, Scoping},
     virtual_hosts::{VirtualHosts, VirtualRanges},
@@ -61,7 +61,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     };
     let resolver = Resolver::from_system()?;
     let shutdown = CancellationToken::new();
-    let (pods_tx, pods_rx) = tokio::sync::watch::channel(Pods::new());
+    let (pods_tx, mut pods_rx) = tokio::sync::watch::channel(Pods::new());
     let (status_tx, status_rx) = tokio::sync::watch::channel(Vec::new());
     let readiness = Arc::new(Readiness::default());
     let stats = Arc::new(Stats::default());
@@ -91,8 +91,19 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     .await?;
 
     // The first sync may wait for an API server that is down: a signal must still stop us.
-    let (catalog, catalogs_rx, status_writer) = tokio::select! {
-        started = start_source(&args, pods_tx, status_rx, &shutdown) => started?,
+    // Scoped, this node's pods are listed too before any listener is bound: an agent
+    // joining a running one (an upgrade) takes no share of the shared listeners while
+    // it may still wait.
+    let started = async {
+        let started = start_source(&args, pods_tx, status_rx, &shutdown).await?;
+        let pods = match scoping {
+            Scoping::Namespace => Some(first_pods(&mut pods_rx).await?),
+            Scoping::Cluster => None,
+        };
+        anyhow::Ok((started, pods))
+    };
+    let ((catalog, catalogs_rx, status_writer), first_pods) = tokio::select! {
+        started = started => started?,
         () = signals.wait() => {
             shutdown.cancel();
             let _ = admin_task.await;
@@ -206,19 +217,14 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         let virtuals = VirtualHosts::new(ranges, Some(dns_maps.virtual_hosts), hold);
         reconciler = reconciler.with_virtual_hosts(virtuals);
     }
-    if scoping == Scoping::Namespace {
+    if let Some(pods) = first_pods {
         // Ready only once this node's pods are mapped: until then their namespace's
         // Backends would not apply to them.
-        let mut pods_rx = pods_rx;
         let root = args
             .pod_cgroup_root
             .clone()
             .unwrap_or_else(|| cgroup.clone());
         let mut sync = ScopeSync::new(scopes, root);
-        if pods_rx.borrow().is_empty() {
-            let _ = pods_rx.changed().await;
-        }
-        let pods = pods_rx.borrow_and_update().clone();
         sync.sync(&pods);
         tokio::spawn(sync.run(pods_rx, shutdown.clone()));
     }

@@ -43,6 +43,28 @@ const TREE_DEPTH: usize = 2;
 /// Pods of this node: uid -> namespace.
 pub type Pods = BTreeMap<String, String>;
 
+/// How long a scoped agent waits for the first list of its node's pods.
+const POD_LIST_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// This node's pods, once the API server has listed them.
+pub async fn first_pods(pods: &mut watch::Receiver<Pods>) -> anyhow::Result<Pods> {
+    let listed = async {
+        if pods.borrow().is_empty() {
+            let _ = pods.changed().await;
+        }
+        pods.borrow_and_update().clone()
+    };
+    tokio::time::timeout(POD_LIST_TIMEOUT, listed)
+        .await
+        .map_err(|_| {
+            anyhow::anyhow!(
+                "this node's pods were not listed within {POD_LIST_TIMEOUT:?}: with \
+             --backend-scope namespace the agent needs list and watch on pods \
+             (deploy/ grants them)"
+            )
+        })
+}
+
 /// Keeps `SCOPES` equal to the pods of this node.
 pub struct ScopeSync {
     map: ScopeMap,
