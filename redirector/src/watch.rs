@@ -2,21 +2,33 @@
 //! editor's write-then-rename, a ConfigMap volume's `..data` swap) reloads the whole
 //! directory set and hands the new [`Catalog`] to the reconciler.
 //!
+//! A directory swapped as a whole (a retargeted symlink, one moved over it) is watched
+//! anew, and a reload that failed is tried again after a while, changes or not.
+//!
 //! Reloading everything keeps the logic trivially right (a Secret changing in one file
 //! affects a Backend in another), and the [`DirectoryLoader`] makes it cheap: only files
 //! whose stamp changed are parsed again. Events are coalesced for a short quiet period
 //! so an editor's burst of events costs one reload.
 
-use std::{path::PathBuf, time::Duration};
+use std::{
+    os::unix::fs::MetadataExt,
+    path::{Path, PathBuf},
+    time::Duration,
+};
 
 use notify::{RecommendedWatcher, RecursiveMode, Watcher};
-use tokio::sync::mpsc;
+use tokio::{
+    sync::mpsc,
+    time::{Instant, sleep_until},
+};
 use tokio_util::sync::CancellationToken;
 
 use crate::backend::{Catalog, DirectoryError, DirectoryLoader};
 
 /// Quiet time after the last event before reloading.
 const SETTLE: Duration = Duration::from_millis(50);
+/// After a failed reload (a directory half swapped, say), the next try.
+const RETRY: Duration = Duration::from_secs(2);
 
 #[derive(Debug, thiserror::Error)]
 pub enum WatchError {
@@ -43,19 +55,20 @@ pub fn spawn(
         },
         notify::Config::default(),
     )?;
-    for dir in &dirs {
-        watcher.watch(dir, RecursiveMode::Recursive)?;
-    }
+    let mut roots = Roots::watch(&mut watcher, dirs)?;
     let mut first = DirectoryLoader::default();
-    let catalog = first.load(&dirs)?;
+    let catalog = first.load(&roots.dirs)?;
     let mut loader = Some(first);
     tokio::spawn(async move {
         // Owned by the task: dropping it stops the watch.
-        let _watcher = watcher;
+        let mut watcher = watcher;
+        // Set after a failed reload: try again then, events or not.
+        let mut retry: Option<Instant> = None;
         loop {
             tokio::select! {
                 () = shutdown.cancelled() => return,
                 event = events.recv() => if event.is_none() { return },
+                () = sleep_until(retry.unwrap_or_else(Instant::now)), if retry.is_some() => {}
             }
             // Coalesce the burst.
             loop {
@@ -65,7 +78,8 @@ pub fn spawn(
                     Err(_) => break,
                 }
             }
-            let dirs = dirs.clone();
+            roots.follow(&mut watcher);
+            let dirs = roots.dirs.clone();
             // The loader travels to the blocking thread and back; after a panic there
             // the next reload starts with an empty cache.
             let mut taken = loader.take().unwrap_or_default();
@@ -78,6 +92,7 @@ pub fn spawn(
                 loader = Some(taken);
                 catalog
             });
+            retry = None;
             match loaded {
                 Ok(Ok(catalog)) => {
                     if catalogs.send(catalog).await.is_err() {
@@ -85,11 +100,62 @@ pub fn spawn(
                     }
                 }
                 Ok(Err(error)) => {
-                    tracing::warn!(%error, "reloading Backends failed; keeping the current ones")
+                    tracing::warn!(%error, retry_in = ?RETRY, "reloading Backends failed; keeping the current ones");
+                    retry = Some(Instant::now() + RETRY);
                 }
                 Err(error) => tracing::error!(%error, "Backend reload task"),
             }
         }
     });
     Ok(catalog)
+}
+
+/// The watched directories, and what each was when its watch was set: a directory
+/// swapped as a whole (a retargeted symlink, as git-sync makes; a directory moved or
+/// made anew over it) is another inode, whose watch must be set again. The parent of
+/// each is watched too (not recursively), so such a swap is seen at all.
+struct Roots {
+    dirs: Vec<PathBuf>,
+    watched: Vec<Option<(u64, u64)>>,
+}
+
+impl Roots {
+    fn watch(watcher: &mut RecommendedWatcher, dirs: Vec<PathBuf>) -> Result<Self, WatchError> {
+        let mut watched = Vec::with_capacity(dirs.len());
+        for dir in &dirs {
+            watcher.watch(dir, RecursiveMode::Recursive)?;
+            watched.push(identity(dir));
+            if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+                watcher.watch(parent, RecursiveMode::NonRecursive)?;
+            }
+        }
+        Ok(Self { dirs, watched })
+    }
+
+    /// Sets the watch again on every directory that is not the one watched any more.
+    fn follow(&mut self, watcher: &mut RecommendedWatcher) {
+        for (dir, watched) in self.dirs.iter().zip(&mut self.watched) {
+            let now = identity(dir);
+            if now == *watched || now.is_none() {
+                continue;
+            }
+            // The old inode's watch may be gone with it already.
+            let _ = watcher.unwatch(dir);
+            match watcher.watch(dir, RecursiveMode::Recursive) {
+                Ok(()) => {
+                    tracing::info!(dir = %dir.display(), "the Backend directory was swapped; watching the new one");
+                    *watched = now;
+                }
+                Err(error) => {
+                    tracing::warn!(dir = %dir.display(), %error, "cannot watch the swapped Backend directory; trying again at the next change")
+                }
+            }
+        }
+    }
+}
+
+/// The directory `path` leads to (symlinks followed), as (device, inode).
+fn identity(path: &Path) -> Option<(u64, u64)> {
+    let meta = std::fs::metadata(path).ok()?;
+    Some((meta.dev(), meta.ino()))
 }

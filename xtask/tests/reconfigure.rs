@@ -150,3 +150,38 @@ fn unwritten(bed: &Bed) -> f64 {
     let text = metrics(&bed.topo.node);
     sample(&text, "redirector_backend_map_unwritten", &[]).expect("the gauge")
 }
+
+#[test]
+fn a_backend_directory_swapped_by_symlink_is_followed() {
+    // As git-sync does: the path the agent is given is a symlink, retargeted atomically
+    // to a new directory at every update (the old one may stay).
+    let bed = Bed::new("");
+    let _other_server = bed.serve("[::]:9090");
+    let root = tempfile::tempdir().expect("root");
+    let version = |name: &str, yaml: &str| {
+        let dir = root.path().join(name);
+        std::fs::create_dir(&dir).expect("version dir");
+        std::fs::write(dir.join("backends.yaml"), yaml).expect("write");
+        dir
+    };
+    let link = root.path().join("current");
+    let point = |target: &Path| {
+        let temporary = root.path().join(".current.tmp");
+        std::os::unix::fs::symlink(target, &temporary).expect("symlink");
+        std::fs::rename(&temporary, &link).expect("retarget");
+    };
+    point(&version("v1", ECHO_BACKEND));
+    let mut config = bed.config();
+    config.backends = link.clone();
+    let mut agent = Agent::start(&bed.topo, &config).expect("agent");
+    assert!(bed.via_proxy("echo.redirector.test:8080"));
+
+    point(&version("v2", &other_backend()));
+    wait_for_map_update(&mut agent, "removed=2");
+    assert!(bed.via_proxy("other.redirector.test:9090"));
+    assert!(!bed.via_proxy("echo.redirector.test:8080"));
+    // The new directory itself is watched: an edit inside it is seen.
+    std::fs::write(link.join("echo.yaml"), ECHO_BACKEND).expect("write");
+    wait_for_map_update(&mut agent, "added=2");
+    assert!(bed.via_proxy("echo.redirector.test:8080"));
+}
