@@ -316,9 +316,11 @@ async fn start_source(
         let source = KubeSource::connect(args.kubeconfig.as_deref())
             .await
             .context("connecting to the Kubernetes API")?;
+        // One candidate per agent, not per node: during an upgrade two agents run on it.
+        let identity = format!("{node}/{:08x}", rand::random::<u32>());
         let writer = StatusWriter::spawn(
             source.client(),
-            node.clone(),
+            identity,
             args.lease_namespace.clone(),
             statuses,
             shutdown.clone(),

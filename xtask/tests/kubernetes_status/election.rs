@@ -54,12 +54,13 @@ impl TwoNodes {
     }
 
     fn start_second(&mut self) {
-        self.second = Some(start_agent(
-            &self.bed2,
-            &self.api,
-            "node2",
-            "10.200.3.1:6443",
-        ));
+        self.start_second_as("node2");
+    }
+
+    /// The second agent, with `node` for its node name (`node1`: two agents of one
+    /// node, as during an upgrade).
+    fn start_second_as(&mut self, node: &str) {
+        self.second = Some(start_agent(&self.bed2, &self.api, node, "10.200.3.1:6443"));
     }
 
     fn first(&mut self) -> &mut Agent {
@@ -181,4 +182,27 @@ fn agents_started_together_elect_one_writer() {
         .filter(|l| l.starts_with(&format!("create {LEASE} ")))
         .count();
     assert_eq!(created, 1, "{lines:#?}");
+}
+
+#[test]
+fn two_agents_of_one_node_are_two_candidates() {
+    // During an upgrade both agents of a node run: one leads, the other does not think
+    // it does because the holder bears its node's name.
+    let mut t = TwoNodes::new(ECHO_BACKEND);
+    t.start_first();
+    logged(t.first(), "this agent leads");
+    patches_until(&mut t.api, 1);
+    t.start_second_as("node1");
+    let seen = logged(t.second(), "another agent writes XBackend status");
+    assert!(seen.contains("node1/"), "{seen}");
+    t.api.apply("other", &other_backend());
+    logged(t.first(), "XBackend status written backend=demo/other");
+    logged(t.second(), "Backend added backend=demo/other");
+    assert!(wrote(t.second()).is_empty(), "{:?}", wrote(t.second()));
+    assert!(
+        !t.second()
+            .logs()
+            .iter()
+            .any(|l| l.contains("this agent leads"))
+    );
 }
