@@ -103,6 +103,16 @@ pub enum DatapathError {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+    #[error(
+        "an agent is running on the pins under {pins} with other settings ({running}) than \
+         this one's ({ours}): start this one with the same --proxy-addr and \
+         --backend-scope, or stop that one first"
+    )]
+    OtherSettings {
+        pins: PathBuf,
+        running: String,
+        ours: String,
+    },
     #[error("the eBPF object has no {0} (built from another version?)")]
     Missing(&'static str),
     #[error(
@@ -180,7 +190,31 @@ impl Datapath {
         let mut ebpf = loader.load(OBJECT)?;
         warn_on_resized_pins(&ebpf, sizes);
 
+        // Before the settings are written: an agent running beside this one (an upgrade)
+        // writes the map for the settings it started with, and a lookup under others
+        // (another scope, another proxy) would miss its entries and let connects go
+        // direct. So joining it takes the same ones.
+        let writer = MapWriter::claim(layout.root()).map_err(|source| DatapathError::Io {
+            what: format!(
+                "lock {} for writing the Backend map",
+                layout.root().display()
+            ),
+            source,
+        })?;
         let mut config: Array<MapData, ProxyConfig> = take_map(&mut ebpf, map_names::CONFIG)?;
+        if let MapWriter::Waiting(_) = writer {
+            let running = config.get(&0, 0).map_err(|source| DatapathError::Map {
+                name: map_names::CONFIG,
+                source,
+            })?;
+            if running != *proxy {
+                return Err(DatapathError::OtherSettings {
+                    pins: layout.root().to_path_buf(),
+                    running: maps::describe_config(&running),
+                    ours: maps::describe_config(proxy),
+                });
+            }
+        }
         maps::write_config(&mut config, proxy).map_err(|source| DatapathError::Map {
             name: map_names::CONFIG,
             source,
@@ -226,13 +260,6 @@ impl Datapath {
             attachments.push((name, attachment));
         }
 
-        let writer = MapWriter::claim(layout.root()).map_err(|source| DatapathError::Io {
-            what: format!(
-                "lock {} for writing the Backend map",
-                layout.root().display()
-            ),
-            source,
-        })?;
         Ok(Datapath {
             backends: BackendMap::new(
                 writer,

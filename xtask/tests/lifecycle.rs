@@ -8,7 +8,7 @@ use std::{collections::BTreeSet, os::unix::fs::MetadataExt, path::Path, process:
 use support::{Bed, ECHO_BACKEND};
 use xtask::netlab::{
     NODE_EXT_V4, Netns,
-    agent::{redirector, redirector_bin},
+    agent::{Agent, redirector, redirector_bin},
 };
 
 const PROGRAMS: [&str; 10] = [
@@ -419,5 +419,19 @@ fn ids_are_keyed_per_node_and_kept_across_restarts() {
     assert!(warned.is_some(), "{:?}", agent.logs());
     assert!(id_key_markers(&pins).is_empty(), "no key made for old pins");
     assert_eq!(pinned_ids(&pins).0, BTreeSet::from([unkeyed_echo_id()]));
+    assert_echo_redirected(&bed);
+}
+
+#[test]
+fn an_agent_with_other_settings_does_not_join_a_running_one() {
+    // The running agent writes the map for its own settings: a second one may only join
+    // it (an upgrade) with the same ones, here the proxy addresses.
+    let bed = Bed::new(ECHO_BACKEND);
+    let _first = bed.agent();
+    let mut config = bed.config();
+    config.ipv4_proxy_only = true;
+    let refused = Agent::start(&bed.topo, &config).err().expect("refused");
+    let text = format!("{refused:#}");
+    assert!(text.contains("with other settings"), "{text}");
     assert_echo_redirected(&bed);
 }

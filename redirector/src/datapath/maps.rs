@@ -360,6 +360,22 @@ fn socket_cookie(socket: BorrowedFd<'_>) -> std::io::Result<u64> {
 }
 
 /// Writes the proxy addresses to `CONFIG`.
+/// `config` for an operator: the proxy addresses and whether Backends are scoped.
+pub fn describe_config(config: &ProxyConfig) -> String {
+    let mut parts = Vec::new();
+    if config.flags & ProxyConfig::HAS_V4 != 0 {
+        parts.push(endpoint::to_socket_addr(&config.v4).to_string());
+    }
+    if config.flags & ProxyConfig::HAS_V6 != 0 {
+        parts.push(endpoint::to_socket_addr(&config.v6).to_string());
+    }
+    let scope = match config.flags & ProxyConfig::SCOPED {
+        0 => "Backends cluster-wide",
+        _ => "Backends scoped by namespace",
+    };
+    format!("proxy {}, {scope}", parts.join(" and "))
+}
+
 pub fn write_config(
     map: &mut Array<MapData, ProxyConfig>,
     config: &ProxyConfig,
