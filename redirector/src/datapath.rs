@@ -106,7 +106,8 @@ pub enum DatapathError {
     #[error(
         "an agent is running on the pins under {pins} with other settings ({running}) than \
          this one's ({ours}): start this one with the same --proxy-addr and \
-         --backend-scope, or stop that one first"
+         --backend-scope, or stop that one first (a DaemonSet changing them rolls with \
+         maxSurge 0)"
     )]
     OtherSettings {
         pins: PathBuf,

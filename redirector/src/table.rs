@@ -121,9 +121,9 @@ impl Scoping {
     }
 }
 
-/// The scope of a namespace's pods: a 64-bit hash of its name (never the cluster scope
-/// nor the pod-tree marker), the same on every node and across restarts, with no
-/// registry to keep in sync.
+/// The scope of a namespace's pods: a 64-bit keyed hash of its name (never the cluster
+/// scope nor the pod-tree marker), the same for every agent of the node and across
+/// restarts, with no registry to keep in sync.
 pub fn namespace_scope(namespace: &str) -> u64 {
     let mut hasher = IdHasher::new();
     hasher.write(b"namespace:");

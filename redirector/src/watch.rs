@@ -13,7 +13,7 @@
 use std::{
     os::unix::fs::MetadataExt,
     path::{Path, PathBuf},
-    time::Duration,
+    time::{Duration, SystemTime},
 };
 
 use notify::{RecommendedWatcher, RecursiveMode, Watcher};
@@ -116,7 +116,7 @@ pub fn spawn(
 /// each is watched too (not recursively), so such a swap is seen at all.
 struct Roots {
     dirs: Vec<PathBuf>,
-    watched: Vec<Option<(u64, u64)>>,
+    watched: Vec<Option<(u64, u64, Option<SystemTime>)>>,
 }
 
 impl Roots {
@@ -125,7 +125,9 @@ impl Roots {
         for dir in &dirs {
             watcher.watch(dir, RecursiveMode::Recursive)?;
             watched.push(identity(dir));
-            if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+            // Absolute: `backends` alone has an empty parent.
+            let absolute = std::path::absolute(dir).unwrap_or_else(|_| dir.clone());
+            if let Some(parent) = absolute.parent() {
                 watcher.watch(parent, RecursiveMode::NonRecursive)?;
             }
         }
@@ -154,8 +156,9 @@ impl Roots {
     }
 }
 
-/// The directory `path` leads to (symlinks followed), as (device, inode).
-fn identity(path: &Path) -> Option<(u64, u64)> {
+/// The directory `path` leads to (symlinks followed): device, inode and birth time (a
+/// directory made anew may get the inode number of the one it replaced).
+fn identity(path: &Path) -> Option<(u64, u64, Option<SystemTime>)> {
     let meta = std::fs::metadata(path).ok()?;
-    Some((meta.dev(), meta.ino()))
+    Some((meta.dev(), meta.ino(), meta.created().ok()))
 }

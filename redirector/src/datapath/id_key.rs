@@ -5,7 +5,7 @@
 
 use std::{fs, io};
 
-use super::{DatapathError, pins::PinLayout};
+use super::{DatapathError, pins::PinLayout, writer::WriterLock};
 use crate::ids::IdKey;
 use redirector_common::map_names;
 
@@ -14,6 +14,16 @@ use redirector_common::map_names;
 /// `redirector uninstall` (changing them would orphan every record in flight).
 pub fn id_key(layout: &PinLayout) -> Result<Option<IdKey>, DatapathError> {
     layout.prepare()?;
+    // Two agents starting on a bare node must not each make a key and keep their own:
+    // one at a time looks and makes (a lock of its own, not the Backend map writer's).
+    let maps = layout.maps_dir();
+    let io = |source| DatapathError::Io {
+        what: format!("lock {} to read or make the id key", maps.display()),
+        source,
+    };
+    let _one_at_a_time = WriterLock::open(&maps)
+        .and_then(WriterLock::take)
+        .map_err(io)?;
     if let Some(key) = pinned(layout)? {
         return Ok(Some(key));
     }
@@ -38,8 +48,7 @@ pub fn id_key(layout: &PinLayout) -> Result<Option<IdKey>, DatapathError> {
             });
         }
     }
-    // Two agents starting on a bare node may each have made one: both take the least.
-    Ok(pinned(layout)?.or(Some(key)))
+    Ok(Some(key))
 }
 
 /// The least valid key among the markers.

@@ -44,7 +44,8 @@ pub const LEASE_NAME: &str = "redirector-status-writer";
 pub struct LeaseConfig {
     pub namespace: String,
     pub name: String,
-    /// `holderIdentity`: the node name (one agent per node).
+    /// `holderIdentity`: `node/random`, one per agent (two run on a node during an
+    /// upgrade).
     pub identity: String,
     /// `leaseDurationSeconds`: how long others wait after the last renewal they saw.
     pub lease_duration: Duration,
