@@ -180,6 +180,17 @@ impl HttpBed {
     }
 
     /// `netprobe serve-http [::]:9000` in the external namespace.
+    /// An HTTP11 Backend to `netprobe serve-http` on [`PROBE_HTTP_PORT`], with the agent
+    /// run with `extra`, and the server.
+    fn http11_probe(extra: &[&str]) -> (HttpBed, ChildGuard) {
+        let t = HttpBed::new(
+            &HttpBackend::api(PROBE_HTTP_PORT, "HTTP11", None).yaml(),
+            extra,
+        );
+        let server = t.serve_http();
+        (t, server)
+    }
+
     fn serve_http(&self) -> ChildGuard {
         let mut command = self.bed.topo.ext.exec(PROBE);
         command.args(["serve-http", &format!("[::]:{PROBE_HTTP_PORT}")]);

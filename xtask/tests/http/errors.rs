@@ -137,11 +137,7 @@ fn upstream_answer_that_is_not_http_is_answered_502() {
 
 #[test]
 fn response_head_far_over_32_kib_is_answered_502_and_one_below_passes() {
-    let t = HttpBed::new(
-        &HttpBackend::api(PROBE_HTTP_PORT, "HTTP11", None).yaml(),
-        &[],
-    );
-    let _server = t.serve_http();
+    let (t, _server) = HttpBed::http11_probe(&[]);
     // About 28 KB of headers: under the proxy's 32 KiB read buffer.
     t.curl(&[
         "--http1.1",
@@ -163,11 +159,7 @@ fn response_head_far_over_32_kib_is_answered_502_and_one_below_passes() {
 /// with a 1 s response timeout: a 504 well before the answer would come, counted, and
 /// saying on what connection the request waited (`waited`).
 fn answered_504_in_time(headers: &[&str], waited: &str) -> HttpBed {
-    let t = HttpBed::new(
-        &HttpBackend::api(PROBE_HTTP_PORT, "HTTP11", None).yaml(),
-        &["--http-response-timeout", "1s"],
-    );
-    let _server = t.serve_http();
+    let (t, _server) = HttpBed::http11_probe(&["--http-response-timeout", "1s"]);
     let target = url(API_HOST, PROBE_HTTP_PORT, "/delay?ms=5000");
     answered_504_within_3500_ms(&t, &[&["--http1.1"], headers, &[&target]].concat(), waited);
     t

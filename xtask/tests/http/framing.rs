@@ -84,11 +84,7 @@ fn upload_file(size: usize) -> (tempfile::TempDir, String) {
 fn a_get_with_a_chunked_body_reaches_the_upstream_with_its_body() {
     // hyper sends a GET with no framing header as bodiless: Transfer-Encoding, stripped
     // as hop-by-hop, must be put back for a body of unknown length.
-    let t = HttpBed::new(
-        &HttpBackend::api(PROBE_HTTP_PORT, "HTTP11", None).yaml(),
-        &[],
-    );
-    let mut server = t.serve_http();
+    let (t, mut server) = HttpBed::http11_probe(&[]);
     let (_files, source) = upload_file(10_000);
     let body = format!("@{source}");
     let target = url(API_HOST, PROBE_HTTP_PORT, "/search");
@@ -104,11 +100,7 @@ fn a_get_with_a_chunked_body_reaches_the_upstream_with_its_body() {
 fn an_upload_slower_than_the_response_timeout_is_not_cut_off() {
     // The response timeout starts once the request body has gone out: serve-http answers
     // only after reading the whole body, 3 s after the first byte at 100 kB/s.
-    let t = HttpBed::new(
-        &HttpBackend::api(PROBE_HTTP_PORT, "HTTP11", None).yaml(),
-        &["--http-response-timeout", "1s"],
-    );
-    let mut server = t.serve_http();
+    let (t, mut server) = HttpBed::http11_probe(&["--http-response-timeout", "1s"]);
     let (_files, source) = upload_file(300_000);
     let target = url(API_HOST, PROBE_HTTP_PORT, "/upload");
     let started = Instant::now();
@@ -126,11 +118,7 @@ fn an_upload_slower_than_the_response_timeout_is_not_cut_off() {
 
 #[test]
 fn cookies_sent_as_separate_fields_reach_an_http11_upstream_as_one() {
-    let t = HttpBed::new(
-        &HttpBackend::api(PROBE_HTTP_PORT, "HTTP11", None).yaml(),
-        &[],
-    );
-    let mut server = t.serve_http();
+    let (t, mut server) = HttpBed::http11_probe(&[]);
     let target = url(API_HOST, PROBE_HTTP_PORT, "/");
     for client in ["--http1.1", "--http2-prior-knowledge"] {
         let args = [
@@ -155,11 +143,7 @@ fn cookies_sent_as_separate_fields_reach_an_http11_upstream_as_one() {
 fn a_request_body_with_a_transfer_coding_besides_chunked_is_refused() {
     // Passed on without its Transfer-Encoding, a gzip-coded body would reach the server
     // as plain content: 501, and nothing goes upstream.
-    let t = HttpBed::new(
-        &HttpBackend::api(PROBE_HTTP_PORT, "HTTP11", None).yaml(),
-        &[],
-    );
-    let mut server = t.serve_http();
+    let (t, mut server) = HttpBed::http11_probe(&[]);
     let (_files, source) = upload_file(1_000);
     let body = format!("@{source}");
     let args = ["--http1.1", "-H", "Transfer-Encoding: gzip, chunked"];
@@ -182,11 +166,7 @@ fn a_request_body_with_a_transfer_coding_besides_chunked_is_refused() {
 
 #[test]
 fn a_response_transfer_coding_reaches_http11_clients_and_is_not_passed_to_h2_as_plain() {
-    let t = HttpBed::new(
-        &HttpBackend::api(PROBE_HTTP_PORT, "HTTP11", None).yaml(),
-        &[],
-    );
-    let _server = t.serve_http();
+    let (t, _server) = HttpBed::http11_probe(&[]);
     let target = url(API_HOST, PROBE_HTTP_PORT, "/gzip-coded");
     // --tr-encoding: curl undoes a gzip transfer coding (and only then).
     let response = t.curl(&["--http1.1", "--tr-encoding", &target]);

@@ -215,11 +215,7 @@ fn kernel_tls_auto_serves_http_backends_either_way() {
 
 #[test]
 fn a_client_connection_of_a_changed_backend_is_closed_after_its_next_request() {
-    let mut t = HttpBed::new(
-        &HttpBackend::api(PROBE_HTTP_PORT, "HTTP11", None).yaml(),
-        &[],
-    );
-    let mut server = t.serve_http();
+    let (mut t, mut server) = HttpBed::http11_probe(&[]);
     // Three requests 2 s apart, on one connection for as long as the proxy keeps it.
     let target = url(API_HOST, PROBE_HTTP_PORT, "/");
     let mut args = vec![

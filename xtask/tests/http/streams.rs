@@ -251,11 +251,7 @@ fn hundred_mib_upload_streams_with_flat_agent_memory() {
 fn an_upgraded_connection_counts_as_active_until_it_closes() {
     const ACTIVE: &str = "redirector_connections_active";
     let labels = [("backend", API_BACKEND)];
-    let t = HttpBed::new(
-        &HttpBackend::api(PROBE_HTTP_PORT, "HTTP11", None).yaml(),
-        &[],
-    );
-    let _server = t.serve_http();
+    let (t, _server) = HttpBed::http11_probe(&[]);
     let target = format!("{API_HOST}:{PROBE_HTTP_PORT}");
     let args = [
         "ws",
