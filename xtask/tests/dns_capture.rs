@@ -38,6 +38,8 @@ const VIRTUAL_V6_PREFIX: &str = "fd72:6564:6972::";
 pub struct CaptureBed {
     pub agent: Option<Agent>,
     pub dns: ChildGuard,
+    /// Barrier names resolved so far (see [`CaptureBed::queries`]).
+    barriers: u32,
     pub zone: PathBuf,
     pub bed: Bed,
 }
@@ -98,6 +100,7 @@ impl CaptureBed {
         CaptureBed {
             agent: None,
             dns,
+            barriers: 0,
             zone: zone_path,
             bed,
         }
@@ -159,10 +162,22 @@ impl CaptureBed {
         assert!(!answer.iter().any(is_virtual), "{name}: {answer:?}");
     }
 
-    /// fakedns's `query NAME TYPE TRANSPORT` lines so far.
-    pub fn queries(&self) -> Vec<String> {
+    /// fakedns's `query NAME TYPE TRANSPORT` lines for every query the pod made so far.
+    ///
+    /// fakedns logs a query before answering it, but its stdout reaches the test through
+    /// a reader thread: a pod that has its answer does not mean the line was read yet.
+    /// So the pod resolves a fresh name as a barrier and this waits for fakedns to log
+    /// it; every query made before it is then among the lines, which makes a check that
+    /// a name was *not* asked as sound as one that it was.
+    pub fn queries(&mut self) -> Vec<String> {
+        self.barriers += 1;
+        let barrier = format!("query barrier-{}.test", self.barriers);
+        self.resolve(&barrier["query ".len()..]);
+        self.dns
+            .wait_for_line(&barrier, Duration::from_secs(10))
+            .expect("fakedns logs the barrier query");
         (self.dns.lines(xtask::netlab::Stream::Stdout).into_iter())
-            .filter(|l| l.starts_with("query "))
+            .filter(|l| l.starts_with("query ") && !l.starts_with("query barrier-"))
             .collect()
     }
 

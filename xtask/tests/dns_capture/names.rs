@@ -17,7 +17,7 @@ fn divergent_answers_still_reach_the_backend_with_tls_originated() {
     const SECRET: &str = "GET /secret-plaintext HTTP/1.1";
     let ca = Ca::new("test CA");
     let yaml = ApiBackend::server_only(&ca).yaml();
-    let t = CaptureBed::new(
+    let mut t = CaptureBed::new(
         &yaml,
         &divergent_zone(&[API_HOST]),
         PodResolver::default(),
@@ -35,10 +35,10 @@ fn divergent_answers_still_reach_the_backend_with_tls_originated() {
         "one IPv4 and one IPv6 virtual address: {answer:?}"
     );
     assert!(answer.iter().all(is_virtual), "{answer:?}");
+    let queries = t.queries();
     assert!(
-        t.queries().is_empty(),
-        "the pod's nameserver was asked: {:?}",
-        t.queries()
+        queries.is_empty(),
+        "the pod's nameserver was asked: {queries:?}"
     );
 
     for (family, node) in [
@@ -108,7 +108,7 @@ fn undeclared_names_keep_their_real_answer_and_go_direct() {
         divergent_zone(&[API_HOST])
     );
     let ca = Ca::new("test CA");
-    let t = CaptureBed::new(
+    let mut t = CaptureBed::new(
         &ApiBackend::server_only(&ca).yaml(),
         &zone,
         PodResolver::default(),
@@ -116,12 +116,12 @@ fn undeclared_names_keep_their_real_answer_and_go_direct() {
     );
     let answer = t.resolve("elsewhere.test");
     assert_eq!(answer, [POD_VIEW_V4.parse::<IpAddr>().unwrap()]);
+    let queries = t.queries();
     assert!(
-        t.queries()
+        queries
             .iter()
             .any(|q| q.starts_with("query elsewhere.test A udp")),
-        "{:?}",
-        t.queries()
+        "{queries:?}"
     );
     // A name the zone does not know: NXDOMAIN comes back as it is.
     assert!(t.resolve("nowhere.test").is_empty());

@@ -19,7 +19,7 @@ fn queries_over_tcp_are_answered_and_forwarded() {
         extra: "options use-vc\n",
         ..PodResolver::default()
     };
-    let t = CaptureBed::new(&backend(), &zone, resolver, &[]);
+    let mut t = CaptureBed::new(&backend(), &zone, resolver, &[]);
     t.assert_virtual(API_HOST);
     t.assert_pod_view("elsewhere.test");
     let queries = t.queries();
@@ -41,7 +41,7 @@ fn a_truncated_answer_is_retried_over_tcp() {
     let many: String = (1..=60)
         .map(|i| format!("big.test 30 10.200.9.{i}\n"))
         .collect();
-    let t = CaptureBed::new(&backend(), &many, PodResolver::default(), &[]);
+    let mut t = CaptureBed::new(&backend(), &many, PodResolver::default(), &[]);
     let answer = t.resolve("big.test");
     assert_eq!(answer.len(), 60, "{answer:?}");
     let queries = t.queries();
@@ -61,7 +61,7 @@ fn search_list_expansions_are_forwarded() {
         extra: "search demo.svc.cluster.local svc.cluster.local\noptions ndots:5\n",
         ..PodResolver::default()
     };
-    let t = CaptureBed::new(&backend(), &divergent_zone(&[API_HOST]), resolver, &[]);
+    let mut t = CaptureBed::new(&backend(), &divergent_zone(&[API_HOST]), resolver, &[]);
     t.assert_virtual(API_HOST);
     let queries = t.queries();
     let expanded = format!("query {API_HOST}.demo.svc.cluster.local A udp");
