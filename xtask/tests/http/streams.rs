@@ -13,14 +13,20 @@ use super::{
 use crate::support::{
     PROBE, curl,
     nginx::{Nginx, Site, field},
+    poll,
     tls::{Ca, sample},
 };
 
-/// The `request {json}` lines `netprobe serve-http` printed so far.
-fn served(server: &ChildGuard) -> Vec<Value> {
-    (server.lines(xtask::netlab::Stream::Stdout).iter())
-        .filter_map(|line| served_request(line))
-        .collect()
+/// The `request {json}` lines `netprobe serve-http` printed, once there are `expected`
+/// (or after the poll's deadline): the server prints before it answers, but its lines
+/// reach the test through a reader thread, which may not have passed them on yet.
+fn served(server: &ChildGuard, expected: usize) -> Vec<Value> {
+    let read = || {
+        (server.lines(xtask::netlab::Stream::Stdout).iter())
+            .filter_map(|line| served_request(line))
+            .collect::<Vec<_>>()
+    };
+    poll(read, |requests| requests.len() >= expected)
 }
 
 /// `netprobe ws TARGET /ws --send one --send two` from the pod: what it printed, after
@@ -53,14 +59,19 @@ fn websocket_echo(protocol: &str) {
     );
     let server = t.serve_http();
     ws_echo(&t, &format!("{API_HOST}:{PROBE_HTTP_PORT}"));
-    let requests = served(&server);
+    let requests = served(&server, 1);
     assert_eq!(requests.len(), 1, "{requests:?}");
     let request = &requests[0];
     assert_eq!(request["version"], "HTTP/1.1", "{request}");
     assert_eq!(request["headers"]["upgrade"], "websocket", "{request}");
     let peer = request["peer"].as_str().unwrap_or_default();
     assert!(peer.starts_with(&format!("{NODE_EXT_V4}:")), "{request}");
-    let frames = server.lines(xtask::netlab::Stream::Stdout);
+    let text_frames =
+        |lines: &Vec<String>| lines.iter().filter(|l| l.contains("opcode=1 ")).count();
+    let frames = poll(
+        || server.lines(xtask::netlab::Stream::Stdout),
+        |l| text_frames(l) >= 2,
+    );
     let texts: Vec<&String> = frames.iter().filter(|l| l.contains("opcode=1 ")).collect();
     assert_eq!(texts.len(), 2, "{frames:?}");
 }
@@ -109,7 +120,7 @@ fn websocket_upgrade_through_a_tls_http_backend_gets_its_own_http11_connection()
     assert_eq!(field(upgrade, "sni"), API_HOST, "{upgrade}");
     assert_ne!(field(plain, "connection"), field(upgrade, "connection"));
     assert_eq!(
-        served(&server).len(),
+        served(&server, 1).len(),
         1,
         "the upgrade reached the WebSocket server"
     );
@@ -160,7 +171,7 @@ fn mcp_event_stream_reaches_the_client_event_by_event() {
         );
         assert!(headers.contains("text/event-stream"), "{headers}");
     }
-    let requests = served(&server);
+    let requests = served(&server, 2);
     assert_eq!(requests.len(), 2, "{requests:?}");
     for request in &requests {
         assert_eq!(
