@@ -91,12 +91,13 @@ spec: {nodeName: node2}
     // Pods: only this node's, by field selector.
     let selector = "fieldSelector=spec.nodeName=node1";
     t.api.wait_for_request("watch", "/api/v1/pods", &[selector]);
-    let logs = t.agent.logs();
-    assert!(
+    // Logged just before the watch is sent, but read through the agent's stderr reader.
+    let listed = |logs: &Vec<String>| {
         logs.iter()
-            .any(|l| l.contains("pods of this node listed") && l.contains("pods=1")),
-        "{logs:#?}"
-    );
+            .any(|l| l.contains("pods of this node listed") && l.contains("pods=1"))
+    };
+    let logs = support::poll(|| t.agent.logs(), listed);
+    assert!(listed(&logs), "{logs:#?}");
     let lines = t.api.lines();
     // No Backend references anything: no ConfigMap or Secret is ever asked for.
     assert!(
@@ -252,8 +253,11 @@ fn client_secret_appearing_and_disappearing() {
     );
     // The Secret does not exist: the Backend is loaded (its addresses redirected) but
     // its connections are refused without connecting.
+    let before = t.catalogs_applied();
     t.api.apply_objects("api", without_secret);
     t.wait_for_map_update("added=2");
+    // "Backends applied" follows the map update: counted before the next `before`.
+    t.wait_for_catalog(before);
     let name = "fieldSelector=metadata.name=api-client";
     t.api
         .wait_for_request("watch", "/api/v1/namespaces/demo/secrets", &[name]);
@@ -309,7 +313,8 @@ fn watch_restarts_after_410(http: bool) {
     assert!(t.via_proxy("other.redirector.test:9090"));
     // The relist itself changed nothing, so no catalog was sent for it: one catalog at
     // start, one for the new Backend.
-    assert_eq!(t.catalogs_applied(), 2, "{:#?}", t.agent.logs());
+    let applied = support::poll(|| t.catalogs_applied(), |n| *n >= 2);
+    assert_eq!(applied, 2, "{:#?}", t.agent.logs());
 }
 
 #[test]

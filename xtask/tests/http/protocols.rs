@@ -77,8 +77,9 @@ fn protocol_row(protocol: &str, tls: bool, port: u16, upstream: &str, alpn: &str
 #[test]
 fn http_backend_with_tls_uses_h2_when_the_server_offers_it() {
     let t = protocol_row("HTTP", true, TLS_PORT, "HTTP/2.0", "h2");
-    // --access-log: one JSON line per request.
-    let log = t.access_log();
+    // --access-log: one JSON line per request, written when the response body ends
+    // (after the 2xx counter that protocol_row waited for), by a writer of its own.
+    let log = t.wait_for_access_log(2);
     assert_eq!(log.len(), 2, "{log:?}");
     for line in &log {
         assert_eq!(line["backend"], API_BACKEND, "{line}");
@@ -108,7 +109,8 @@ fn http_backend_with_tls_uses_h2_when_the_server_offers_it() {
 #[test]
 fn http_backend_with_tls_uses_http11_when_the_server_offers_only_that() {
     let t = protocol_row("HTTP", true, TLS_H1_PORT, "HTTP/1.1", "http/1.1");
-    let log = t.access_log();
+    let log = t.wait_for_access_log(2);
+    assert_eq!(log.len(), 2, "{log:?}");
     assert!(
         log.iter().all(|l| l["upstream_protocol"] == "HTTP/1.1"),
         "{log:?}"

@@ -163,7 +163,13 @@ fn agents_started_together_elect_one_writer() {
     assert_eq!(objects_of(&patches), ["demo/echo"]);
     // The loser has seen the winner hold the Lease.
     let leads = |agent: &Agent| agent.logs().iter().any(|l| l.contains("this agent leads"));
-    let (winner, loser) = if leads(t.first()) {
+    // The winner logs that it leads before it writes, but its stderr reaches us through
+    // a reader thread: wait for one of the two to say so before telling them apart.
+    let (first_leads, _) = crate::support::poll(
+        || (leads(t.first()), leads(t.second())),
+        |(first, second)| *first || *second,
+    );
+    let (winner, loser) = if first_leads {
         (t.first.as_mut(), t.second.as_mut())
     } else {
         (t.second.as_mut(), t.first.as_mut())

@@ -7,8 +7,8 @@ use super::{FORWARDED, REFUSED, TlsBed};
 use crate::support::{
     curl,
     tls::{
-        API_BACKEND, API_HOST, API_PORT, API_TARGET, ApiBackend, Ca, LeafSpec, SPIFFE_ID, metrics,
-        sample,
+        API_BACKEND, API_HOST, API_PORT, API_TARGET, ApiBackend, Ca, LeafSpec, SPIFFE_ID, sample,
+        wait_for_sample,
     },
 };
 
@@ -47,13 +47,11 @@ fn server_only_originates_tls_for_a_plaintext_client() {
         received.iter().all(|l| l.ends_with(" hello")),
         "{received:?}"
     );
-    let text = metrics(&t.bed.topo.node);
-    assert_eq!(
-        sample(&text, FORWARDED, &[("backend", API_BACKEND)]),
-        Some(2.0),
-        "{text}"
-    );
-    assert_eq!(sample(&text, REFUSED, &[("backend", API_BACKEND)]), None);
+    // Counted when the relay ends, about when the client sees its EOF.
+    let labels = [("backend", API_BACKEND)];
+    let text = wait_for_sample(&t.bed.topo.node, FORWARDED, &labels, 2.0);
+    assert_eq!(sample(&text, FORWARDED, &labels), Some(2.0), "{text}");
+    assert_eq!(sample(&text, REFUSED, &labels), None);
 }
 
 #[test]
