@@ -88,6 +88,13 @@ pub struct BenchArgs {
     /// it (where it has none the agent does not start, and the run says so).
     #[arg(long = "agent-arg", value_name = "ARG", allow_hyphen_values = true)]
     agent_args: Vec<String>,
+    /// TCP congestion control of the bench's namespaces (pod, node, ext: a sysctl of
+    /// each namespace, the host's own is left alone), or `inherit` for whatever new
+    /// namespaces get from the host. Default cubic, Linux's default: with bbr and no fq
+    /// qdisc (veth has none) every sender paces in software, which halves plaintext
+    /// bulk on one hop and costs a proxy's two hops more (bench/README.md).
+    #[arg(long, value_name = "NAME", default_value = "cubic")]
+    congestion_control: String,
 }
 
 /// Where HAProxy `mode tcp` listens (node, pod-facing address).
@@ -149,6 +156,8 @@ pub fn bench(args: &BenchArgs) -> Result<ExitCode> {
         ceilings: !args.no_ceilings,
         tls_speed,
         agent_args: &args.agent_args,
+        congestion_control: (args.congestion_control != "inherit")
+            .then_some(args.congestion_control.as_str()),
     };
     let mut setup = Vec::new();
     let load_before = loadavg();
@@ -235,6 +244,8 @@ struct Plan<'a> {
     cases: Vec<Case>,
     /// Extra arguments of every agent (`--agent-arg`).
     agent_args: &'a [String],
+    /// Set in every namespace of the bed, or `None` to keep the host's (`inherit`).
+    congestion_control: Option<&'a str>,
     /// In run order (`--workloads`).
     workloads: Vec<Workload>,
     /// Whether to measure the ceilings after the repetitions (not `--no-ceilings`).

@@ -57,6 +57,9 @@ pub(super) fn head(
             } else {
                 format!(", agent args `{}`", plan.agent_args.join(" "))
             }
+        ) + &format!(
+            ", congestion control {}",
+            plan.congestion_control.unwrap_or("inherited from the host")
         ),
         report: out.display().to_string(),
     }

@@ -60,6 +60,7 @@ pub(super) fn run(
             ],
         )?;
     }
+    setup.push(congestion_control(plan, &topology)?);
     let service = SocketAddr::new(EXT_V4.into(), SERVICE_PORT);
     let plain = SocketAddr::new(EXT_V4.into(), PLAIN_PORT);
     let listen = Listen {
@@ -175,4 +176,38 @@ fn check_backends(dir: &Path) -> Option<String> {
         String::from_utf8_lossy(&out.stderr)
     );
     Some(report::one_line(&text))
+}
+
+/// Sets `--congestion-control` in the bed's three namespaces (each has its own; the
+/// host's is untouched) and says what every one of them uses, beside the host's default.
+fn congestion_control(plan: &Plan, topology: &Topology) -> Result<String> {
+    let namespaces = [&topology.pod, &topology.node, &topology.ext];
+    if let Some(name) = plan.congestion_control {
+        let setting = format!("net.ipv4.tcp_congestion_control={name}");
+        for ns in namespaces {
+            servers::sysctl(ns, &[&setting]).with_context(|| {
+                format!("--congestion-control {name}: not available on this kernel?")
+            })?;
+        }
+    }
+    let read = |path: &str| std::fs::read_to_string(path).map(|s| s.trim().to_owned());
+    let mut used = Vec::new();
+    for ns in namespaces {
+        let output = ns
+            .exec("cat")
+            .arg("/proc/sys/net/ipv4/tcp_congestion_control")
+            .output()?;
+        used.push(String::from_utf8_lossy(&output.stdout).trim().to_owned());
+    }
+    let host = read("/proc/sys/net/ipv4/tcp_congestion_control").unwrap_or_default();
+    let qdisc = read("/proc/sys/net/core/default_qdisc").unwrap_or_default();
+    Ok(format!(
+        "TCP congestion control (pod, node, ext): {} ({}; the host's default: {host}, \
+         default qdisc {qdisc}, veths have none, so bbr would pace in software)",
+        used.join(", "),
+        match plan.congestion_control {
+            Some(_) => "--congestion-control",
+            None => "--congestion-control inherit: as the host gives new namespaces",
+        }
+    ))
 }
