@@ -15,7 +15,9 @@ const HEADER: &str = "# Benchmark history\n\n\
 Every run of `cargo xtask bench` appends an entry here, full or quick, partial or not, \
 whatever its numbers: date, commit, the agent binary (`--redirector-bin`), the variant \
 being measured (`--label`), the rustls crypto provider (as `examples/tls_speed` reports \
-it), the ceilings, the medians per case and workload, and the issue 14 target rows. \
+it), the TCP congestion control of the bed (from 2026-11-27; earlier runs inherited the \
+host's bbr), the ceilings, the medians per case and workload, and the issue 14 target \
+rows. \
 Quick runs (1 x 3 s) are smoke tests on a shared machine; compare variants on full \
 runs of the same day. The full report of a run is in the file its entry names (only \
 bench/results.md is committed).\n";
