@@ -66,14 +66,13 @@ fn websocket_echo(protocol: &str) {
     assert_eq!(request["headers"]["upgrade"], "websocket", "{request}");
     let peer = request["peer"].as_str().unwrap_or_default();
     assert!(peer.starts_with(&format!("{NODE_EXT_V4}:")), "{request}");
-    let text_frames =
-        |lines: &Vec<String>| lines.iter().filter(|l| l.contains("opcode=1 ")).count();
-    let frames = poll(
-        || server.lines(xtask::netlab::Stream::Stdout),
-        |l| text_frames(l) >= 2,
-    );
-    let texts: Vec<&String> = frames.iter().filter(|l| l.contains("opcode=1 ")).collect();
-    assert_eq!(texts.len(), 2, "{frames:?}");
+    let text_frames = || {
+        (server.lines(xtask::netlab::Stream::Stdout).into_iter())
+            .filter(|l| l.contains("opcode=1 "))
+            .collect::<Vec<_>>()
+    };
+    let texts = poll(text_frames, |texts| texts.len() >= 2);
+    assert_eq!(texts.len(), 2, "{texts:?}");
 }
 
 #[test]

@@ -48,7 +48,7 @@ pub(super) fn head(
         redirector,
         label: args.label.clone().unwrap_or_default(),
         run: format!(
-            "{}{} x {} s, cases {}, workloads {}{}",
+            "{}{} x {} s, cases {}, workloads {}{}, congestion control {}",
             if args.quick { "quick, " } else { "" },
             plan.reps,
             plan.duration_s,
@@ -58,10 +58,8 @@ pub(super) fn head(
                 String::new()
             } else {
                 format!(", agent args `{}`", plan.agent_args.join(" "))
-            }
-        ) + &format!(
-            ", congestion control {}",
-            plan.congestion_control.unwrap_or("inherited from the host")
+            },
+            plan.congestion_control.unwrap_or("inherited from the host"),
         ),
         report: out.display().to_string(),
     }
