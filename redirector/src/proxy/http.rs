@@ -7,6 +7,8 @@
 //!   address (421 otherwise) and forwards it on a pooled upstream connection.
 //! - [`pool`] keeps one hyper client per (Backend, upstream address, TLS settings);
 //!   [`upstream`] dials for it (TLS origination, ALPN, the datapath exemption).
+//! - [`inline`]: an HTTP/1 client connection drives an HTTP/1.1 upstream connection of
+//!   its own, taken from and given back to the pool's idle ones.
 //! - [`upgrade`] gives Upgrade requests (WebSocket) an HTTP/1.1 connection of their own.
 //! - [`body`] measures each response as it streams: metrics and the access log.
 
@@ -14,9 +16,12 @@ mod access_log;
 mod body;
 mod error;
 mod headers;
+mod inline;
 pub mod metrics;
 mod pool;
 mod request;
+#[cfg(test)]
+mod test_server;
 mod upgrade;
 mod upstream;
 

@@ -16,7 +16,7 @@ use http_body_util::{BodyExt, Full, combinators::UnsyncBoxBody};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use tokio::sync::oneshot;
 
-use super::{access_log::Entry, metrics::BackendHttp};
+use super::{access_log::Entry, inline::Affinity, metrics::BackendHttp};
 use crate::proxy::Shared;
 
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -47,17 +47,21 @@ pub struct LogFields {
 }
 
 /// Wraps the upstream `response`'s body, passed through as it streams, so that its end
-/// (or the client going away) is recorded.
+/// (or the client going away) is recorded. `driver`: the upstream connection the body
+/// comes from, when this client connection drives it itself (`inline.rs`).
 pub fn metered(
     response: Response<Incoming>,
     completion: Completion,
     shared: Arc<Shared>,
+    driver: Option<Arc<Affinity>>,
 ) -> Response<ProxyBody> {
     let status = response.status().as_u16();
     let version = response.version();
     response.map(|inner| {
         Metered {
             inner,
+            driver,
+            complete: false,
             bytes: 0,
             record: Some(Record {
                 completion,
@@ -79,6 +83,9 @@ struct Record {
 
 struct Metered {
     inner: Incoming,
+    driver: Option<Arc<Affinity>>,
+    /// The body ended as its framing says.
+    complete: bool,
     bytes: u64,
     record: Option<Record>,
 }
@@ -123,6 +130,10 @@ impl Body for Metered {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        if let Some(driver) = &self.driver {
+            // Reads what the upstream sent on into `inner`.
+            driver.drive(cx);
+        }
         let polled = Pin::new(&mut self.inner)
             .poll_frame(cx)
             .map_err(BoxError::from);
@@ -132,7 +143,11 @@ impl Body for Metered {
                     self.bytes += data.len() as u64;
                 }
             }
-            Poll::Ready(None) | Poll::Ready(Some(Err(_))) => self.finish(),
+            Poll::Ready(None) => {
+                self.complete = true;
+                self.finish();
+            }
+            Poll::Ready(Some(Err(_))) => self.finish(),
             Poll::Pending => {}
         }
         polled
@@ -151,6 +166,10 @@ impl Drop for Metered {
     /// A client that went away mid-body ends the request too.
     fn drop(&mut self) {
         self.finish();
+        if let Some(driver) = &self.driver {
+            // A body with nothing to read (HEAD, 204, 304) is complete unread.
+            driver.ended(self.complete || self.inner.is_end_stream());
+        }
     }
 }
 

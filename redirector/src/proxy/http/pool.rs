@@ -12,30 +12,40 @@ use std::{
     collections::HashMap,
     hash::{Hash, Hasher},
     net::SocketAddr,
-    sync::{Arc, Mutex},
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicU8, Ordering},
+    },
     time::Duration,
 };
 
+use http::Version;
 use hyper_util::{
     client::legacy::Client,
     rt::{TokioExecutor, TokioTimer},
 };
 use tokio_util::sync::CancellationToken;
 
-use super::{body::RequestBody, metrics::BackendHttp, upstream::Dialer};
+use super::{body::RequestBody, inline::IdleConnections, metrics::BackendHttp, upstream::Dialer};
 use crate::{
     backend::Protocol,
     proxy::Shared,
     table::{BackendId, BackendTable, Entry},
-    tls::TlsOrigination,
+    tls::{H2, TlsOrigination},
 };
+use rustls::ClientConfig;
 
 pub type UpstreamClient = Client<Dialer, RequestBody>;
 
-/// A pool's client, and the metrics of its Backend.
+/// A pool's client, its idle HTTP/1 connections for client connections that drive their
+/// own (`inline.rs`), and the metrics of its Backend.
 #[derive(Clone)]
 pub struct Pooled {
     pub client: UpstreamClient,
+    pub dialer: Dialer,
+    pub idle: Arc<IdleConnections>,
+    /// What the upstream speaks, as far as known: HTTP/1.1 upstreams are driven inline.
+    pub speaks: Arc<UpstreamSpeaks>,
     pub metrics: Arc<BackendHttp>,
     /// Cancelled when the pool is dropped because its Backend changed: a client
     /// connection still holding it is told to go (`Context::handle`).
@@ -95,7 +105,7 @@ impl Hash for PoolKey {
 /// response head accepted (a larger one is answered 502, `upstream_error`; hyper checks
 /// per read, so up to twice this may pass. HAProxy's default buffer is 16 KiB, nginx's
 /// one page).
-const UPSTREAM_READ_BUFFER: usize = 32 * 1024;
+pub const UPSTREAM_READ_BUFFER: usize = 32 * 1024;
 
 pub struct Pools {
     idle_timeout: Duration,
@@ -131,10 +141,17 @@ impl Pools {
         }
         let metrics = shared.stats.http.of(&entry.backend.key.to_string());
         let dialer = Dialer::new(shared, metrics.clone(), tls, to.clone());
+        let retired = CancellationToken::new();
         let pooled = Pooled {
-            client: self.build(entry.backend.protocol, dialer),
+            client: self.build(entry.backend.protocol, dialer.clone()),
+            dialer,
+            idle: IdleConnections::new(self.idle_timeout, retired.clone()),
+            speaks: Arc::new(UpstreamSpeaks::of(
+                entry.backend.protocol,
+                tls.map(|tls| &*tls.config),
+            )),
             metrics,
-            retired: CancellationToken::new(),
+            retired,
         };
         // A client connection routed before its Backend changed asks with the old
         // settings: it gets a pool retired already (and not kept), so it is told to go.
@@ -191,9 +208,51 @@ impl Pools {
                 !contested && current.get(&key.backend).is_some_and(|e| key.is_current(e));
             if !current {
                 pooled.retired.cancel();
+                pooled.idle.clear();
             }
             current
         });
+    }
+}
+
+/// What a pool's upstream speaks, as far as known: HTTP/1.1 ones are driven inline.
+pub struct UpstreamSpeaks(AtomicU8);
+
+const UNKNOWN: u8 = 0;
+const HTTP1: u8 = 1;
+const HTTP2: u8 = 2;
+
+impl UpstreamSpeaks {
+    /// Known from the Backend where its protocol leaves one choice (HTTP2 and H2C are
+    /// h2; cleartext HTTP, HTTP11 and MCP are HTTP/1.1); with TLS that offers h2 in ALPN
+    /// the server decides, and the pool's first response tells.
+    pub fn of(protocol: Protocol, tls: Option<&ClientConfig>) -> Self {
+        let offers_h2 = |config: &ClientConfig| config.alpn_protocols.iter().any(|p| p == H2);
+        let known = match (protocol, tls) {
+            (Protocol::Http2 | Protocol::H2c, _) => HTTP2,
+            (_, Some(config)) if offers_h2(config) => UNKNOWN,
+            _ => HTTP1,
+        };
+        Self(AtomicU8::new(known))
+    }
+
+    pub fn http1(&self) -> bool {
+        self.0.load(Ordering::Relaxed) == HTTP1
+    }
+
+    /// What a response from the shared pool tells, while nothing is known.
+    pub fn learn(&self, version: Version) {
+        let speaks = if version == Version::HTTP_2 {
+            HTTP2
+        } else {
+            HTTP1
+        };
+        let _ = (self.0).compare_exchange(UNKNOWN, speaks, Ordering::Relaxed, Ordering::Relaxed);
+    }
+
+    /// A new connection's server chose h2 after all: the shared pool serves from now on.
+    pub fn h2(&self) {
+        self.0.store(HTTP2, Ordering::Relaxed);
     }
 }
 
@@ -228,5 +287,37 @@ mod tests {
         assert!(key.is_current(&routed));
         assert!(!key.is_current(&entry(Protocol::Mcp, &["192.0.2.1"])));
         assert!(!key.is_current(&entry(Protocol::Http11, &["192.0.2.9"])));
+    }
+
+    #[test]
+    fn what_the_upstream_speaks_is_known_from_the_backend_or_learned() {
+        let offering = |alpn: &[&[u8]]| {
+            let mut config = ClientConfig::builder()
+                .with_root_certificates(rustls::RootCertStore::empty())
+                .with_no_client_auth();
+            config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+            config
+        };
+        let both = offering(&[H2, b"http/1.1"]);
+        let http1 = offering(&[b"http/1.1"]);
+        for (protocol, tls, expected) in [
+            (Protocol::Http, None, true),
+            (Protocol::Http11, Some(&http1), true),
+            (Protocol::Mcp, Some(&http1), true),
+            (Protocol::Http, Some(&both), false),
+            (Protocol::Http2, None, false),
+            (Protocol::H2c, None, false),
+        ] {
+            let speaks = UpstreamSpeaks::of(protocol, tls);
+            assert_eq!(speaks.http1(), expected, "{protocol:?}");
+        }
+        let learning = UpstreamSpeaks::of(Protocol::Http, Some(&both));
+        learning.learn(Version::HTTP_11);
+        assert!(learning.http1());
+        learning.learn(Version::HTTP_2);
+        assert!(learning.http1(), "learned once");
+        let picky = UpstreamSpeaks::of(Protocol::Http, Some(&both));
+        picky.learn(Version::HTTP_2);
+        assert!(!picky.http1());
     }
 }

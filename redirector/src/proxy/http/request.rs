@@ -5,7 +5,7 @@ use std::{
     pin::pin,
     sync::{
         Arc, OnceLock,
-        atomic::{AtomicBool, Ordering},
+        atomic::{AtomicBool, AtomicU64, Ordering},
     },
     time::Instant,
 };
@@ -17,13 +17,19 @@ use http::{
 };
 use hyper::body::{Body, Incoming};
 use hyper_util::client::legacy::connect::capture_connection;
+use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
+
+mod authority;
+
+use authority::{authority_of, bad_authority, canonical_authority, split_host_port};
 
 use super::{
     access_log::Entry as LogEntry,
     body::{Completion, LogFields, ProxyBody, RequestBody, metered},
     error::{HttpError, ProxyError},
     headers,
+    inline::{self, Affinity, Sent},
     pool::Pooled,
     upgrade,
     upstream::UpstreamConnection,
@@ -51,6 +57,8 @@ pub struct Context {
 /// upstream sees, formed once per client connection rather than per request.
 struct Target {
     pooled: Pooled,
+    /// The upstream HTTP/1 connection this client connection drives itself.
+    affinity: Arc<Affinity>,
     /// `host[:port]` (Host on HTTP/1.1, `:authority` on h2), or the one that would not
     /// parse.
     authority: Result<Authority, String>,
@@ -98,8 +106,10 @@ impl Context {
         let target = self.targets[index].get_or_init(|| {
             let backend = &entry.backend;
             let authority = canonical_authority(&backend.hostname, backend.port, tls.is_some());
+            let pooled = (shared.http.pools).get(shared, entry, tls.as_ref(), upstream);
             Target {
-                pooled: (shared.http.pools).get(shared, entry, tls.as_ref(), upstream),
+                affinity: Arc::new(Affinity::new(pooled.idle.clone(), pooled.speaks.clone())),
+                pooled,
                 authority: Authority::from_maybe_shared(authority.clone()).map_err(|_| authority),
             }
         });
@@ -110,14 +120,14 @@ impl Context {
             self.go_away.cancel();
         }
         match self.forward(entry, tls.as_ref(), target, req).await {
-            Ok(response) => {
+            Ok((response, driver)) => {
                 pooled.metrics.answered(response.status());
                 let completion = Completion {
                     started,
                     metrics: pooled.metrics.clone(),
                     log,
                 };
-                metered(response, completion, shared.clone())
+                metered(response, completion, shared.clone(), driver)
             }
             Err(error) => {
                 let response = self.refuse(&pooled.metrics.name, error, (started, log.as_ref()));
@@ -159,7 +169,7 @@ impl Context {
         tls: Option<&Arc<TlsOrigination>>,
         target: &Target,
         mut req: Request<Incoming>,
-    ) -> Result<Response<Incoming>, ProxyError> {
+    ) -> Result<(Response<Incoming>, Option<Arc<Affinity>>), ProxyError> {
         let backend = &entry.backend;
         let pooled = &target.pooled;
         let authority = target.authority.as_ref().map_err(|a| bad_authority(a))?;
@@ -210,26 +220,47 @@ impl Context {
                 true => "went on an upstream connection of its own, dialed for the upgrade",
                 false => "was still waiting for the upstream connection dialed for the upgrade",
             };
-            return self
-                .response_within(backend, forwarding, async {}, waited)
-                .await?;
+            let response = self.response_within(backend, forwarding, async {}, waited);
+            return Ok((response.await??, None));
         }
         headers::keep_unsized_body(&mut req);
+        let (parts, body) = req.into_parts();
+        let (body, mut body_sent) = RequestBody::new(body);
+        let mut req = Request::from_parts(parts, body);
+        let inline = client_version != Version::HTTP_2 && pooled.speaks.http1();
+        if inline && !target.affinity.busy() {
+            match self
+                .forward_inline(backend, target, req, &mut body_sent)
+                .await
+            {
+                Ok(Sent::Pool(back)) => req = back,
+                Ok(Sent::Response(mut response, reused)) => {
+                    pooled.metrics.used(reused);
+                    let stripped = headers::strip_response(response.headers_mut(), client_version);
+                    if let Err(codings) = stripped {
+                        target.affinity.ended(false);
+                        let (key, version) = (&backend.key, client_version);
+                        return Err(ProxyError::coded_response(&codings, original, key, version));
+                    }
+                    return Ok((response, Some(target.affinity.clone())));
+                }
+                Err(error) => {
+                    // The connection is in no state to be lent again (a 504 left its
+                    // request unanswered).
+                    target.affinity.ended(false);
+                    return Err(error);
+                }
+            }
+        }
+        let body_sent = body_sent_future(&mut body_sent);
         // Which connection the request went on: a 504 says, and with kernel TLS a
         // connection near its record limit asks to be lent no more.
         let captured = capture_connection(&mut req);
-        let (parts, body) = req.into_parts();
-        let (body, body_sent) = RequestBody::new(body);
-        let sending = pooled.client.request(Request::from_parts(parts, body));
-        let body_sent = async {
-            if let Some(sent) = body_sent {
-                // Sent or dropped: either way the body is done with.
-                let _ = sent.await;
-            }
-        };
+        let sending = pooled.client.request(req);
         let waited = || UpstreamConnection::describe(&captured);
         let response = (self.response_within(backend, sending, body_sent, waited)).await?;
         let mut response = response.map_err(|error| ProxyError::from_client(&error, original))?;
+        pooled.speaks.learn(response.version());
         if let Some(connection) = response.extensions().get::<UpstreamConnection>() {
             pooled.metrics.used(connection.reused());
             if shared.kernel_tls.enabled() && connection.retire_if_asked(&captured) {
@@ -242,7 +273,45 @@ impl Context {
         }
         headers::strip_response(response.headers_mut(), client_version)
             .map_err(|c| ProxyError::coded_response(&c, original, &backend.key, client_version))?;
-        Ok(response)
+        Ok((response, None))
+    }
+
+    /// Sends `req` (formed for the shared pool) on the upstream HTTP/1 connection this
+    /// client connection drives itself (`inline.rs`), within the response timeout.
+    async fn forward_inline(
+        &self,
+        backend: &Backend,
+        target: &Target,
+        mut req: Request<RequestBody>,
+        body_sent: &mut Option<oneshot::Receiver<()>>,
+    ) -> Result<Sent, ProxyError> {
+        // What hyper-util's client does for the pool: Host from the URI's authority,
+        // and the request line in origin-form.
+        let absolute = std::mem::take(req.uri_mut());
+        let Some(authority) = absolute.authority() else {
+            return Err(bad_authority(""));
+        };
+        let host = HeaderValue::from_str(authority.as_str())
+            .map_err(|_| bad_authority(authority.as_str()))?;
+        req.headers_mut().insert(HOST, host);
+        *req.uri_mut() = inline::origin_form(&absolute);
+        let answered = AtomicU64::new(inline::DIALING);
+        let dialer = &target.pooled.dialer;
+        let original = self.routed.original;
+        let sending = target.affinity.send(dialer, req, (original, &answered));
+        let waited = || UpstreamConnection::describe_answered(answered.load(Ordering::Relaxed));
+        let sent = self
+            .response_within(backend, sending, body_sent_future(body_sent), waited)
+            .await??;
+        Ok(match sent {
+            // Back in the pool's form.
+            Sent::Pool(mut req) => {
+                req.headers_mut().remove(HOST);
+                *req.uri_mut() = absolute;
+                Sent::Pool(req)
+            }
+            sent => sent,
+        })
     }
 
     /// The upstream's response head from `sending`: 504 if it takes longer than the
@@ -316,61 +385,12 @@ impl Context {
     }
 }
 
-/// The authority the request names: the URI's (h2 `:authority`, HTTP/1 absolute form),
-/// else the Host header.
-fn authority_of(req: &Request<Incoming>) -> Option<&str> {
-    match req.uri().authority() {
-        Some(authority) => Some(authority.as_str()),
-        None => req.headers().get(HOST).and_then(|h| h.to_str().ok()),
+/// Resolves once the request body has gone out (or was dropped, or failed: either way
+/// it is done with), at once when there is none.
+async fn body_sent_future(sent: &mut Option<oneshot::Receiver<()>>) {
+    if let Some(receiver) = sent {
+        let _ = receiver.await;
     }
-}
-
-/// `host[:port]` split; a port that is not a number leaves the whole as the host (which
-/// then names no Backend). Bracketed IPv6 literals name no Backend either.
-fn split_host_port(authority: &str) -> (&str, Option<u16>) {
-    match authority.rsplit_once(':') {
-        Some((host, port)) if !authority.ends_with(']') => match port.parse() {
-            Ok(port) => (host, Some(port)),
-            Err(_) => (authority, None),
-        },
-        _ => (authority, None),
-    }
-}
-
-/// `host` or `host:port` when the port is not the scheme's default: what the upstream
-/// sees as Host / `:authority`, whichever spelling the client used.
-fn canonical_authority(hostname: &str, port: u16, tls: bool) -> String {
-    match (tls, port) {
-        (true, 443) | (false, 80) => hostname.to_owned(),
-        _ => format!("{hostname}:{port}"),
-    }
-}
-
-fn bad_authority(authority: &str) -> ProxyError {
-    ProxyError::new(
-        HttpError::UpstreamError,
-        format!("cannot form an upstream request for {authority:?}"),
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{canonical_authority, split_host_port};
-
-    #[test]
-    fn hosts_and_ports() {
-        assert_eq!(split_host_port("a.test"), ("a.test", None));
-        assert_eq!(split_host_port("a.test:8443"), ("a.test", Some(8443)));
-        assert_eq!(split_host_port("a.test:x"), ("a.test:x", None));
-        assert_eq!(split_host_port("[::1]"), ("[::1]", None));
-        assert_eq!(split_host_port("[::1]:443"), ("[::1]", Some(443)));
-    }
-
-    #[test]
-    fn default_ports_are_left_out() {
-        assert_eq!(canonical_authority("a.test", 443, true), "a.test");
-        assert_eq!(canonical_authority("a.test", 443, false), "a.test:443");
-        assert_eq!(canonical_authority("a.test", 80, false), "a.test");
-        assert_eq!(canonical_authority("a.test", 8443, true), "a.test:8443");
-    }
+    // Never awaited again once it resolved (a request given back to the pool).
+    *sent = None;
 }

@@ -26,7 +26,7 @@ use tokio::{
     net::TcpStream,
 };
 
-use super::{error::HttpError, metrics::BackendHttp};
+use super::{error::HttpError, inline, metrics::BackendHttp};
 use crate::{
     datapath::AgentSockets,
     proxy::{
@@ -83,13 +83,19 @@ impl UpstreamConnection {
     /// lent), for a message: no connection yet (still dialing), a new one, or one that
     /// had answered requests before.
     pub fn describe(captured: &CaptureConnection) -> String {
-        let Some(connected) = &*captured.connection_metadata() else {
-            return "was still waiting for an upstream connection".to_owned();
-        };
-        let mut extensions = http::Extensions::new();
-        connected.get_extras(&mut extensions);
-        let answered = (extensions.get::<Self>()).map_or(0, |c| c.requests.load(Ordering::Relaxed));
+        let answered = (*captured.connection_metadata()).as_ref().map(|connected| {
+            let mut extensions = http::Extensions::new();
+            connected.get_extras(&mut extensions);
+            (extensions.get::<Self>()).map_or(0, |c| c.requests.load(Ordering::Relaxed))
+        });
+        Self::describe_answered(answered.unwrap_or(inline::DIALING))
+    }
+
+    /// The same, from the responses the connection had carried (`inline::DIALING`: no
+    /// connection yet).
+    pub fn describe_answered(answered: u64) -> String {
         match answered {
+            inline::DIALING => "was still waiting for an upstream connection".to_owned(),
             0 => "went on a new upstream connection".to_owned(),
             n => format!("went on a reused upstream connection (earlier responses on it: {n})"),
         }
@@ -203,19 +209,34 @@ pub enum Upstream {
     Kernel(Box<KernelTlsStream>, bool),
 }
 
+impl Upstream {
+    /// Whether the server chose HTTP/2 in ALPN.
+    pub fn is_h2(&self) -> bool {
+        match self {
+            Upstream::Plain(_) => false,
+            Upstream::Tls(tls) => tls.get_ref().1.alpn_protocol() == Some(H2),
+            Upstream::Kernel(_, h2) => *h2,
+        }
+    }
+
+    /// Set once the connection asks to be lent no more (kernel TLS near its record
+    /// limit); `None` where it never will.
+    pub fn retiring(&self) -> Option<Arc<AtomicBool>> {
+        match self {
+            Upstream::Kernel(kernel, _) => Some(kernel.retiring()),
+            Upstream::Plain(_) | Upstream::Tls(_) => None,
+        }
+    }
+}
+
 impl Connection for Upstream {
     fn connected(&self) -> Connected {
-        let (h2, retiring) = match self {
-            Upstream::Plain(_) => (false, None),
-            Upstream::Tls(tls) => (tls.get_ref().1.alpn_protocol() == Some(H2), None),
-            Upstream::Kernel(kernel, h2) => (*h2, Some(kernel.retiring())),
-        };
         let connection = UpstreamConnection {
-            retiring,
+            retiring: self.retiring(),
             ..UpstreamConnection::default()
         };
         let connected = Connected::new().extra(connection);
-        if h2 {
+        if self.is_h2() {
             connected.negotiated_h2()
         } else {
             connected

@@ -1,11 +1,9 @@
 //! Retiring a pooled connection: through hyper-util's pool, as the proxy's client uses
 //! it, against a local HTTP/1.1 server that counts the connections it accepts.
 
-use std::sync::atomic::AtomicUsize;
-
 use bytes::Bytes;
-use http_body_util::{BodyExt, Empty, Full};
-use hyper::{Request, Response, service::service_fn};
+use http_body_util::{BodyExt, Empty};
+use hyper::Request;
 use hyper_util::{
     client::legacy::{
         Client,
@@ -13,37 +11,14 @@ use hyper_util::{
     },
     rt::TokioExecutor,
 };
-use tokio::net::TcpListener;
 
 use super::*;
-
-/// A keep-alive HTTP/1.1 server on loopback: its address, and how many connections it
-/// has accepted.
-async fn counting_server() -> (SocketAddr, Arc<AtomicUsize>) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let accepted = Arc::new(AtomicUsize::new(0));
-    let counted = accepted.clone();
-    tokio::spawn(async move {
-        loop {
-            let (tcp, _) = listener.accept().await.unwrap();
-            counted.fetch_add(1, Ordering::Relaxed);
-            let service = service_fn(|_request| async {
-                Ok::<_, std::convert::Infallible>(Response::new(Full::new(Bytes::from("ok"))))
-            });
-            tokio::spawn(
-                hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(tcp), service),
-            );
-        }
-    });
-    (addr, accepted)
-}
+use crate::proxy::http::test_server::counting_server;
 
 /// Three requests one after another; after each, the connection that carried it is
 /// told it asks to be retired when `retiring`. Returns the connections the server saw.
 async fn connections_for_three_requests(retiring: bool) -> usize {
-    let (addr, accepted) = counting_server().await;
+    let (addr, accepted) = counting_server(true).await;
     let client = Client::builder(TokioExecutor::new()).build(HttpConnector::new());
     let asked = if retiring {
         UpstreamConnection::retired()

@@ -1,0 +1,365 @@
+//! HTTP/1 upstream connections that the client connection's own task drives.
+//!
+//! hyper-util's pool runs every upstream connection as a task of its own and passes each
+//! request, response head and body chunk between that task and the client connection's
+//! through channels, waking one task and then the other for every chunk. An HTTP/1
+//! client connection instead holds one upstream HTTP/1 connection ([`Affinity`]) and
+//! polls it itself, while it waits for the response head and while the response body
+//! streams: what the upstream sent is read and written on in the same poll (bench/
+//! README.md, levers: a quarter less CPU per GiB of response bodies, the same per
+//! small request). The pool's duties stay:
+//!
+//! - reuse across client connections: when a client connection ends, its upstream
+//!   connection, if idle and open, waits in the pool's [`IdleConnections`] for the next
+//!   client connection, for at most `--http-pool-idle-timeout`;
+//! - the safe retry: a request that a connection did not take (it closed before a byte
+//!   of the request was written) is sent again on a new one;
+//! - kernel TLS retirement, the 504's account of the connection, the reuse metric.
+//!
+//! Only where the upstream speaks HTTP/1.1: h2 upstreams, and requests that find their
+//! client connection's upstream busy (an h2 client's concurrent streams), go through
+//! hyper-util's pool (`pool.rs`).
+
+mod idle;
+#[cfg(test)]
+mod tests;
+
+use std::{
+    future::poll_fn,
+    net::SocketAddr,
+    pin::Pin,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, AtomicU64, Ordering},
+    },
+    task::{Context, Poll, Waker},
+};
+
+use bytes::Bytes;
+use http::{Request, Response, Uri};
+use hyper::{
+    body::{Body, Incoming},
+    client::conn::http1::{self, Connection, SendRequest},
+};
+use hyper_util::rt::TokioIo;
+
+pub use idle::IdleConnections;
+
+use super::{
+    body::{BoxError, RequestBody},
+    error::{HttpError, ProxyError},
+    pool::UpstreamSpeaks,
+    upstream::{DialError, Dialer, Upstream},
+};
+
+/// What a request body sent upstream must be: the proxy's [`RequestBody`], or any body
+/// in tests.
+pub trait UpstreamBody: Body<Data = Bytes, Error: Into<BoxError>> + Send + Unpin + 'static {}
+
+impl<B: Body<Data = Bytes, Error: Into<BoxError>> + Send + Unpin + 'static> UpstreamBody for B {}
+
+/// `answered` while a request has not been sent on any connection yet (still dialing).
+pub const DIALING: u64 = u64::MAX;
+
+/// One upstream HTTP/1 connection and the handle that sends requests on it.
+struct Held<B: UpstreamBody> {
+    sender: SendRequest<B>,
+    /// Polled by whoever waits on it: the request future, then the response body.
+    connection: Pin<Box<Connection<TokioIo<Upstream>, B>>>,
+    /// Responses it carried.
+    answered: u64,
+    /// A request's response has not ended yet: the connection is not to be lent.
+    in_flight: bool,
+    /// Set by kernel TLS when the connection nears its record limit: it finishes what it
+    /// carries and is lent no more.
+    retiring: Option<Arc<AtomicBool>>,
+}
+
+impl<B: UpstreamBody> Held<B> {
+    /// Moves the connection on (reads, writes, state changes); `false` once it closed.
+    fn drive(&mut self, cx: &mut Context<'_>) -> bool {
+        self.connection.as_mut().poll(cx).is_pending()
+    }
+
+    fn retiring(&self) -> bool {
+        (self.retiring.as_ref()).is_some_and(|retiring| retiring.load(Ordering::Relaxed))
+    }
+}
+
+/// A client connection's upstream HTTP/1 connection to one Backend, shared by its
+/// requests and by the response body that streams from it. Dropped with the last of
+/// them: then the connection, idle and open, goes back to the pool's idle ones.
+pub struct Affinity<B: UpstreamBody = RequestBody> {
+    held: Mutex<Option<Held<B>>>,
+    idle: Arc<IdleConnections<B>>,
+    speaks: Arc<UpstreamSpeaks>,
+}
+
+impl<B: UpstreamBody> Affinity<B> {
+    pub fn new(idle: Arc<IdleConnections<B>>, speaks: Arc<UpstreamSpeaks>) -> Self {
+        Self {
+            held: Mutex::new(None),
+            idle,
+            speaks,
+        }
+    }
+
+    fn held(&self) -> std::sync::MutexGuard<'_, Option<Held<B>>> {
+        self.held.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether a request of this client connection is still in flight on it (an h2
+    /// client's concurrent stream): the next one goes through the shared pool instead.
+    pub fn busy(&self) -> bool {
+        self.held().as_ref().is_some_and(|held| held.in_flight)
+    }
+
+    /// Moves the held connection on, from the response body's poll: what the upstream
+    /// sent reaches the body.
+    pub fn drive(&self, cx: &mut Context<'_>) {
+        let mut guard = self.held();
+        if let Some(held) = guard.as_mut()
+            && !held.drive(cx)
+        {
+            *guard = None;
+        }
+    }
+
+    /// The response of the request in flight is done with: `complete`, so the connection
+    /// may carry the next request, or not (cut short, or never sent on): it closes.
+    pub fn ended(&self, complete: bool) {
+        let mut guard = self.held();
+        match guard.as_mut() {
+            Some(held) if complete => held.in_flight = false,
+            _ => *guard = None,
+        }
+    }
+
+    /// Sends `req` on this client connection's upstream connection: the one it holds,
+    /// else an idle one of the pool, else a new one from `dialer`. `answered` is set to
+    /// the responses the connection carried before this request once it is sent on one
+    /// (for the 504's account). A request that a connection did not take (it closed
+    /// before a byte of it was written) is sent once more, on a new connection. A new
+    /// connection on which the server chose h2 in ALPN is not used: the request is
+    /// given back for the shared pool.
+    pub async fn send(
+        &self,
+        dialer: &impl Connect,
+        req: Request<B>,
+        (original, answered): (SocketAddr, &AtomicU64),
+    ) -> Result<Sent<B>, ProxyError> {
+        let reused = match self.ready(dialer, original, false).await? {
+            Some(reused) => reused,
+            None => return Ok(Sent::Pool(req)),
+        };
+        let req = match self.try_send(req, answered).await {
+            Ok(response) => return Ok(Sent::Response(response, reused)),
+            Err(NotSent::Failed(error)) => return Err(ProxyError::from_client(&*error, original)),
+            Err(NotSent::Untaken(req, error)) => {
+                tracing::debug!(backend = dialer.backend(), %error,
+                    "an upstream connection did not take the request: sending it on a new one");
+                req
+            }
+        };
+        *self.held() = None;
+        if self.ready(dialer, original, true).await?.is_none() {
+            return Ok(Sent::Pool(req));
+        }
+        match self.try_send(req, answered).await {
+            Ok(response) => Ok(Sent::Response(response, false)),
+            Err(NotSent::Failed(error) | NotSent::Untaken(_, error)) => {
+                Err(ProxyError::from_client(&*error, original))
+            }
+        }
+    }
+
+    /// Waits until the held connection can take a request, after taking one from the
+    /// pool's idle ones or dialing one (always dialing when `fresh`). `Some(true)` if the
+    /// connection was used before; `None` if a new one speaks h2.
+    async fn ready(
+        &self,
+        dialer: &impl Connect,
+        original: SocketAddr,
+        fresh: bool,
+    ) -> Result<Option<bool>, ProxyError> {
+        let mut dialed = false;
+        loop {
+            let reused = {
+                let mut guard = self.held();
+                if guard.is_none() && !fresh {
+                    *guard = self.idle.take();
+                }
+                guard.as_ref().map(|held| held.answered > 0)
+            };
+            let Some(reused) = reused else {
+                if dialed {
+                    let detail = format!("upstream {original} closed the connection at once");
+                    return Err(ProxyError::new(HttpError::UpstreamError, detail));
+                }
+                let Some(held) = connect(dialer, original).await? else {
+                    self.speaks.h2();
+                    return Ok(None);
+                };
+                dialed = true;
+                *self.held() = Some(held);
+                continue;
+            };
+            let ready = poll_fn(|cx| {
+                let mut guard = self.held();
+                let Some(held) = guard.as_mut() else {
+                    return Poll::Ready(false);
+                };
+                if held.retiring() {
+                    tracing::info!(
+                        backend = dialer.backend(),
+                        "kernel TLS: an upstream connection nears its cipher's record limit \
+                         (the kernel does not rekey); new requests go to a fresh one"
+                    );
+                }
+                if !held.drive(cx) || held.retiring() {
+                    *guard = None;
+                    return Poll::Ready(false);
+                }
+                held.sender.poll_ready(cx).map(|ready| ready.is_ok())
+            });
+            if ready.await {
+                return Ok(Some(reused));
+            }
+            // Closed (by the server, while idle) or retired: the next one.
+            *self.held() = None;
+        }
+    }
+
+    /// Sends on the held connection (made ready just before) and drives it until the
+    /// response head arrives.
+    async fn try_send(
+        &self,
+        req: Request<B>,
+        answered: &AtomicU64,
+    ) -> Result<Response<Incoming>, NotSent<B>> {
+        let sending = {
+            let mut guard = self.held();
+            let Some(held) = guard.as_mut() else {
+                // `ready` leaves one in place, and nothing runs in between.
+                return Err(NotSent::Untaken(req, "no upstream connection".into()));
+            };
+            held.in_flight = true;
+            answered.store(held.answered, Ordering::Relaxed);
+            held.sender.try_send_request(req)
+        };
+        let mut sending = std::pin::pin!(sending);
+        let response = poll_fn(|cx| {
+            // A closed connection's error reaches `sending` next.
+            self.drive(cx);
+            sending.as_mut().poll(cx)
+        })
+        .await;
+        let mut guard = self.held();
+        match response {
+            Ok(response) => {
+                if let Some(held) = guard.as_mut() {
+                    held.answered += 1;
+                }
+                Ok(response)
+            }
+            Err(mut error) => {
+                *guard = None;
+                Err(match error.take_message() {
+                    Some(req) => NotSent::Untaken(req, error.into_error().into()),
+                    None => NotSent::Failed(error.into_error().into()),
+                })
+            }
+        }
+    }
+}
+
+/// What came of a request on the held connection.
+pub enum Sent<B = RequestBody> {
+    /// Its response head, and whether the connection had carried requests before.
+    Response(Response<Incoming>, bool),
+    /// Not sent: the upstream speaks h2, which the shared pool serves.
+    Pool(Request<B>),
+}
+
+/// Why a request got no response on a connection.
+#[expect(
+    clippy::large_enum_variant,
+    reason = "returned once per request, by value, as the response it stands for"
+)]
+enum NotSent<B> {
+    /// The connection closed before a byte of it was written: it may go again.
+    Untaken(Request<B>, BoxError),
+    /// It failed on the way or while waiting for the response.
+    Failed(BoxError),
+}
+
+impl<B: UpstreamBody> Drop for Affinity<B> {
+    /// The client connection is done with its upstream connection: kept for the next
+    /// one while it is idle and open.
+    fn drop(&mut self) {
+        let Some(mut held) = self.held().take() else {
+            return;
+        };
+        if held.in_flight || held.retiring() {
+            return;
+        }
+        // One look whether the server closed it meanwhile (nothing polls it from here
+        // on until it is lent again).
+        let mut cx = Context::from_waker(Waker::noop());
+        if held.drive(&mut cx) && held.sender.is_ready() {
+            self.idle.put(held);
+        }
+    }
+}
+
+/// Where an affinity's new connections come from.
+pub trait Connect: Sync {
+    fn connect(&self) -> impl Future<Output = Result<Upstream, DialError>> + Send;
+    /// The Backend, for logs.
+    fn backend(&self) -> &str;
+}
+
+impl Connect for Dialer {
+    fn connect(&self) -> impl Future<Output = Result<Upstream, DialError>> + Send {
+        self.dial(None)
+    }
+
+    fn backend(&self) -> &str {
+        &self.metrics.name
+    }
+}
+
+/// A new upstream connection from `dialer`, with hyper's HTTP/1 handshake; `None` if
+/// the server chose h2 in ALPN.
+async fn connect<B: UpstreamBody>(
+    dialer: &impl Connect,
+    original: SocketAddr,
+) -> Result<Option<Held<B>>, ProxyError> {
+    let upstream =
+        (dialer.connect().await).map_err(|error| ProxyError::new(error.kind, error.detail))?;
+    if upstream.is_h2() {
+        return Ok(None);
+    }
+    let retiring = upstream.retiring();
+    let (sender, connection) = http1::Builder::new()
+        .max_buf_size(super::pool::UPSTREAM_READ_BUFFER)
+        .handshake(TokioIo::new(upstream))
+        .await
+        .map_err(|error| ProxyError::from_client(&error, original))?;
+    Ok(Some(Held {
+        sender,
+        connection: Box::pin(connection),
+        answered: 0,
+        in_flight: false,
+        retiring,
+    }))
+}
+
+/// The request line's target as an upstream HTTP/1 server expects it: origin-form
+/// (`/path?query`; `/` when the client gave none).
+pub fn origin_form(uri: &Uri) -> Uri {
+    match uri.path_and_query() {
+        Some(path) if path.as_str() != "/" => Uri::from(path.clone()),
+        _ => Uri::from_static("/"),
+    }
+}
