@@ -2,8 +2,9 @@
 //! client, h2 to nginx): HTTP/1.0 clients, chunked uploads, and `Expect: 100-continue`
 //! answered by the proxy so the client does not sit out its own timeout. And to an
 //! HTTP/1.1 upstream (`netprobe serve-http`, which reports each request's headers and
-//! body size): a GET's chunked body, an upload slower than the response timeout,
-//! cookies sent as separate fields, and transfer codings besides chunked (gzip).
+//! body size): a GET's chunked body, an upload slower than the response timeout, an
+//! upload answered before it was read, cookies sent as separate fields, and transfer
+//! codings besides chunked (gzip).
 
 use std::time::{Duration, Instant};
 
@@ -114,6 +115,26 @@ fn an_upload_slower_than_the_response_timeout_is_not_cut_off() {
     );
     let request = next_served(&mut server);
     assert_eq!(request["body_bytes"], 300_000, "{request}");
+}
+
+#[test]
+fn an_upload_answered_before_it_was_read_is_still_sent_whole() {
+    // serve-http answers /early first and reads the body after: the proxy must go on
+    // sending the upload once the response has ended, or the client (which sends its
+    // whole body before it reads) and the upstream wait on each other.
+    let (t, mut server) = HttpBed::http11_probe(&[]);
+    let size = 4 * 1024 * 1024;
+    let (_files, source) = upload_file(size);
+    let body = format!("@{source}");
+    let target = url(API_HOST, PROBE_HTTP_PORT, "/early");
+    for _ in 0..2 {
+        let args = ["--http1.1", "-H", "Expect:", "--data-binary"];
+        let response = t.curl(&[&args[..], &[&body, &target]].concat());
+        response.assert_status(200);
+        assert_eq!(response.text(), "early\n");
+        let request = next_served(&mut server);
+        assert_eq!(request["body_bytes"], size, "{request}");
+    }
 }
 
 #[test]

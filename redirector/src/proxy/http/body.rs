@@ -16,7 +16,7 @@ use http_body_util::{BodyExt, Full, combinators::UnsyncBoxBody};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use tokio::sync::oneshot;
 
-use super::{access_log::Entry, inline::Affinity, metrics::BackendHttp};
+use super::{access_log::Entry, inline::Lease, metrics::BackendHttp};
 use crate::proxy::Shared;
 
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -53,7 +53,7 @@ pub fn metered(
     response: Response<Incoming>,
     completion: Completion,
     shared: Arc<Shared>,
-    driver: Option<Arc<Affinity>>,
+    driver: Option<Arc<Lease>>,
 ) -> Response<ProxyBody> {
     let status = response.status().as_u16();
     let version = response.version();
@@ -83,7 +83,7 @@ struct Record {
 
 struct Metered {
     inner: Incoming,
-    driver: Option<Arc<Affinity>>,
+    driver: Option<Arc<Lease>>,
     /// The body ended as its framing says.
     complete: bool,
     bytes: u64,
@@ -146,6 +146,10 @@ impl Body for Metered {
             Poll::Ready(None) => {
                 self.complete = true;
                 self.finish();
+                if let Some(driver) = &self.driver {
+                    // The connection can carry the next request, of any client.
+                    driver.ended(true);
+                }
             }
             Poll::Ready(Some(Err(_))) => self.finish(),
             Poll::Pending => {}

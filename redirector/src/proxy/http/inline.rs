@@ -2,23 +2,25 @@
 //!
 //! hyper-util's pool runs every upstream connection as a task of its own and passes each
 //! request, response head and body chunk between that task and the client connection's
-//! through channels, waking one task and then the other for every chunk. An HTTP/1
-//! client connection instead holds one upstream HTTP/1 connection ([`Affinity`]) and
-//! polls it itself, while it waits for the response head and while the response body
-//! streams: what the upstream sent is read and written on in the same poll (bench/
-//! README.md, levers: a quarter less CPU per GiB of response bodies, the same per
-//! small request). The pool's duties stay:
+//! through channels, waking one task and then the other for every chunk. Here a request
+//! of an HTTP/1 client connection instead takes an upstream HTTP/1.1 connection on a
+//! [`Lease`] and the client connection's task polls it itself, while it waits for the
+//! response head and while the response body streams: what the upstream sent is read
+//! and written on in the same poll (bench/README.md, levers: a quarter less CPU per GiB
+//! of response bodies, the same per small request). The pool's duties stay:
 //!
-//! - reuse across client connections: when a client connection ends, its upstream
-//!   connection, if idle and open, waits in the pool's [`IdleConnections`] for the next
-//!   client connection, for at most `--http-pool-idle-timeout`;
+//! - sharing: when the response ends the connection goes back to the pool's
+//!   [`IdleConnections`], lent to whichever request comes next, and closed after
+//!   `--http-pool-idle-timeout` unused, so idle client connections hold none;
 //! - the safe retry: a request that a connection did not take (it closed before a byte
 //!   of the request was written) is sent again on a new one;
 //! - kernel TLS retirement, the 504's account of the connection, the reuse metric.
 //!
-//! Only where the upstream speaks HTTP/1.1: h2 upstreams, and requests that find their
-//! client connection's upstream busy (an h2 client's concurrent streams), go through
-//! hyper-util's pool (`pool.rs`).
+//! Only requests without a body: hyper's client writes a body only while its connection
+//! is polled, and a server may answer before it has read all of it (a 413, a 401) or
+//! stream its answer while it reads; hyper-util's connection task goes on writing it
+//! whatever the client does with the response. And only where the upstream speaks HTTP/1.1,
+//! for HTTP/1 clients: the rest goes through hyper-util's pool (`pool.rs`).
 
 mod idle;
 #[cfg(test)]
@@ -68,8 +70,6 @@ struct Held<B: UpstreamBody> {
     connection: Pin<Box<Connection<TokioIo<Upstream>, B>>>,
     /// Responses it carried.
     answered: u64,
-    /// A request's response has not ended yet: the connection is not to be lent.
-    in_flight: bool,
     /// Set by kernel TLS when the connection nears its record limit: it finishes what it
     /// carries and is lent no more.
     retiring: Option<Arc<AtomicBool>>,
@@ -86,16 +86,17 @@ impl<B: UpstreamBody> Held<B> {
     }
 }
 
-/// A client connection's upstream HTTP/1 connection to one Backend, shared by its
-/// requests and by the response body that streams from it. Dropped with the last of
-/// them: then the connection, idle and open, goes back to the pool's idle ones.
-pub struct Affinity<B: UpstreamBody = RequestBody> {
+/// The upstream HTTP/1 connection a request of a client connection holds, from the
+/// moment it is sent until its response ends, shared by the request future and the
+/// response body that streams from it (each polls it). One per client connection and
+/// Backend, empty between requests.
+pub struct Lease<B: UpstreamBody = RequestBody> {
     held: Mutex<Option<Held<B>>>,
     idle: Arc<IdleConnections<B>>,
     speaks: Arc<UpstreamSpeaks>,
 }
 
-impl<B: UpstreamBody> Affinity<B> {
+impl<B: UpstreamBody> Lease<B> {
     pub fn new(idle: Arc<IdleConnections<B>>, speaks: Arc<UpstreamSpeaks>) -> Self {
         Self {
             held: Mutex::new(None),
@@ -108,10 +109,10 @@ impl<B: UpstreamBody> Affinity<B> {
         self.held.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Whether a request of this client connection is still in flight on it (an h2
-    /// client's concurrent stream): the next one goes through the shared pool instead.
+    /// Whether a request of this client connection holds the connection (HTTP/1 clients
+    /// send one at a time; a second one would go through the shared pool).
     pub fn busy(&self) -> bool {
-        self.held().as_ref().is_some_and(|held| held.in_flight)
+        self.held().is_some()
     }
 
     /// Moves the held connection on, from the response body's poll: what the upstream
@@ -125,18 +126,25 @@ impl<B: UpstreamBody> Affinity<B> {
         }
     }
 
-    /// The response of the request in flight is done with: `complete`, so the connection
-    /// may carry the next request, or not (cut short, or never sent on): it closes.
+    /// The response of the request in flight is done with: `complete`, and the
+    /// connection goes back to the pool's idle ones, or not (cut short, or never sent
+    /// on), and it closes.
     pub fn ended(&self, complete: bool) {
-        let mut guard = self.held();
-        match guard.as_mut() {
-            Some(held) if complete => held.in_flight = false,
-            _ => *guard = None,
+        let Some(mut held) = self.held().take() else {
+            return;
+        };
+        if !complete || held.retiring() {
+            return;
+        }
+        // Nothing polls it until it is lent again: one look now lets it take in the end
+        // of the exchange (or see that the server closed it).
+        let mut cx = Context::from_waker(Waker::noop());
+        if held.drive(&mut cx) && held.sender.is_ready() {
+            self.idle.put(held);
         }
     }
 
-    /// Sends `req` on this client connection's upstream connection: the one it holds,
-    /// else an idle one of the pool, else a new one from `dialer`. `answered` is set to
+    /// Sends `req` on an idle connection of the pool, else on a new one from `dialer`. `answered` is set to
     /// the responses the connection carried before this request once it is sent on one
     /// (for the 504's account). A request that a connection did not take (it closed
     /// before a byte of it was written) is sent once more, on a new connection. A new
@@ -243,7 +251,6 @@ impl<B: UpstreamBody> Affinity<B> {
                 // `ready` leaves one in place, and nothing runs in between.
                 return Err(NotSent::Untaken(req, "no upstream connection".into()));
             };
-            held.in_flight = true;
             answered.store(held.answered, Ordering::Relaxed);
             held.sender.try_send_request(req)
         };
@@ -277,7 +284,7 @@ impl<B: UpstreamBody> Affinity<B> {
 pub enum Sent<B = RequestBody> {
     /// Its response head, and whether the connection had carried requests before.
     Response(Response<Incoming>, bool),
-    /// Not sent: the upstream speaks h2, which the shared pool serves.
+    /// Not sent: a new connection's server chose h2, which the shared pool serves.
     Pool(Request<B>),
 }
 
@@ -293,26 +300,7 @@ enum NotSent<B> {
     Failed(BoxError),
 }
 
-impl<B: UpstreamBody> Drop for Affinity<B> {
-    /// The client connection is done with its upstream connection: kept for the next
-    /// one while it is idle and open.
-    fn drop(&mut self) {
-        let Some(mut held) = self.held().take() else {
-            return;
-        };
-        if held.in_flight || held.retiring() {
-            return;
-        }
-        // One look whether the server closed it meanwhile (nothing polls it from here
-        // on until it is lent again).
-        let mut cx = Context::from_waker(Waker::noop());
-        if held.drive(&mut cx) && held.sender.is_ready() {
-            self.idle.put(held);
-        }
-    }
-}
-
-/// Where an affinity's new connections come from.
+/// Where a lease's new connections come from.
 pub trait Connect: Sync {
     fn connect(&self) -> impl Future<Output = Result<Upstream, DialError>> + Send;
     /// The Backend, for logs.
@@ -350,7 +338,6 @@ async fn connect<B: UpstreamBody>(
         sender,
         connection: Box::pin(connection),
         answered: 0,
-        in_flight: false,
         retiring,
     }))
 }

@@ -17,7 +17,6 @@ use http::{
 };
 use hyper::body::{Body, Incoming};
 use hyper_util::client::legacy::connect::capture_connection;
-use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 mod authority;
@@ -29,7 +28,7 @@ use super::{
     body::{Completion, LogFields, ProxyBody, RequestBody, metered},
     error::{HttpError, ProxyError},
     headers,
-    inline::{self, Affinity, Sent},
+    inline::{self, Lease, Sent},
     pool::Pooled,
     upgrade,
     upstream::UpstreamConnection,
@@ -57,8 +56,9 @@ pub struct Context {
 /// upstream sees, formed once per client connection rather than per request.
 struct Target {
     pooled: Pooled,
-    /// The upstream HTTP/1 connection this client connection drives itself.
-    affinity: Arc<Affinity>,
+    /// The upstream HTTP/1 connection a request holds and this client connection's task
+    /// drives (`inline.rs`).
+    lease: Arc<Lease>,
     /// `host[:port]` (Host on HTTP/1.1, `:authority` on h2), or the one that would not
     /// parse.
     authority: Result<Authority, String>,
@@ -108,7 +108,7 @@ impl Context {
             let authority = canonical_authority(&backend.hostname, backend.port, tls.is_some());
             let pooled = (shared.http.pools).get(shared, entry, tls.as_ref(), upstream);
             Target {
-                affinity: Arc::new(Affinity::new(pooled.idle.clone(), pooled.speaks.clone())),
+                lease: Arc::new(Lease::new(pooled.idle.clone(), pooled.speaks.clone())),
                 pooled,
                 authority: Authority::from_maybe_shared(authority.clone()).map_err(|_| authority),
             }
@@ -169,7 +169,7 @@ impl Context {
         tls: Option<&Arc<TlsOrigination>>,
         target: &Target,
         mut req: Request<Incoming>,
-    ) -> Result<(Response<Incoming>, Option<Arc<Affinity>>), ProxyError> {
+    ) -> Result<(Response<Incoming>, Option<Arc<Lease>>), ProxyError> {
         let backend = &entry.backend;
         let pooled = &target.pooled;
         let authority = target.authority.as_ref().map_err(|a| bad_authority(a))?;
@@ -225,34 +225,38 @@ impl Context {
         }
         headers::keep_unsized_body(&mut req);
         let (parts, body) = req.into_parts();
-        let (body, mut body_sent) = RequestBody::new(body);
+        let (body, body_sent) = RequestBody::new(body);
         let mut req = Request::from_parts(parts, body);
-        let inline = client_version != Version::HTTP_2 && pooled.speaks.http1();
-        if inline && !target.affinity.busy() {
-            match self
-                .forward_inline(backend, target, req, &mut body_sent)
-                .await
-            {
+        // Requests with a body go through the pool, whose connection task writes it
+        // whether or not the response is read meanwhile (`inline.rs`).
+        let inline = body_sent.is_none() && client_version != Version::HTTP_2;
+        if inline && pooled.speaks.http1() && !target.lease.busy() {
+            match self.forward_inline(backend, target, req).await {
                 Ok(Sent::Pool(back)) => req = back,
                 Ok(Sent::Response(mut response, reused)) => {
                     pooled.metrics.used(reused);
                     let stripped = headers::strip_response(response.headers_mut(), client_version);
                     if let Err(codings) = stripped {
-                        target.affinity.ended(false);
+                        target.lease.ended(false);
                         let (key, version) = (&backend.key, client_version);
                         return Err(ProxyError::coded_response(&codings, original, key, version));
                     }
-                    return Ok((response, Some(target.affinity.clone())));
+                    return Ok((response, Some(target.lease.clone())));
                 }
                 Err(error) => {
-                    // The connection is in no state to be lent again (a 504 left its
-                    // request unanswered).
-                    target.affinity.ended(false);
+                    // A connection the request still holds is in no state to be lent
+                    // again (a 504 left its request unanswered).
+                    target.lease.ended(false);
                     return Err(error);
                 }
             }
         }
-        let body_sent = body_sent_future(&mut body_sent);
+        let body_sent = async {
+            if let Some(sent) = body_sent {
+                // Sent or dropped: either way the body is done with.
+                let _ = sent.await;
+            }
+        };
         // Which connection the request went on: a 504 says, and with kernel TLS a
         // connection near its record limit asks to be lent no more.
         let captured = capture_connection(&mut req);
@@ -276,14 +280,14 @@ impl Context {
         Ok((response, None))
     }
 
-    /// Sends `req` (formed for the shared pool) on the upstream HTTP/1 connection this
-    /// client connection drives itself (`inline.rs`), within the response timeout.
+    /// Sends `req` (formed for the shared pool, without a body) on an upstream HTTP/1
+    /// connection this client connection's task drives (`inline.rs`), within the
+    /// response timeout.
     async fn forward_inline(
         &self,
         backend: &Backend,
         target: &Target,
         mut req: Request<RequestBody>,
-        body_sent: &mut Option<oneshot::Receiver<()>>,
     ) -> Result<Sent, ProxyError> {
         // What hyper-util's client does for the pool: Host from the URI's authority,
         // and the request line in origin-form.
@@ -298,10 +302,10 @@ impl Context {
         let answered = AtomicU64::new(inline::DIALING);
         let dialer = &target.pooled.dialer;
         let original = self.routed.original;
-        let sending = target.affinity.send(dialer, req, (original, &answered));
+        let sending = target.lease.send(dialer, req, (original, &answered));
         let waited = || UpstreamConnection::describe_answered(answered.load(Ordering::Relaxed));
         let sent = self
-            .response_within(backend, sending, body_sent_future(body_sent), waited)
+            .response_within(backend, sending, async {}, waited)
             .await??;
         Ok(match sent {
             // Back in the pool's form.
@@ -383,14 +387,4 @@ impl Context {
         }
         response
     }
-}
-
-/// Resolves once the request body has gone out (or was dropped, or failed: either way
-/// it is done with), at once when there is none.
-async fn body_sent_future(sent: &mut Option<oneshot::Receiver<()>>) {
-    if let Some(receiver) = sent {
-        let _ = receiver.await;
-    }
-    // Never awaited again once it resolved (a request given back to the pool).
-    *sent = None;
 }

@@ -6,10 +6,11 @@
 //! `id: i` / `data: event i last-event-id=<the request's Last-Event-ID or ->`, an
 //! `Mcp-Session-Id` request header is sent back), `/delay?ms=MS` (answers `late` after
 //! MS ms), `/big-head?bytes=N` (`ok`, after response headers of about N bytes),
-//! `/gzip-coded` (`hello, gzip-coded` sent with `Transfer-Encoding: gzip, chunked`), `/ws`
+//! `/gzip-coded` (`hello, gzip-coded` sent with `Transfer-Encoding: gzip, chunked`),
+//! `/early` (answers `early` before it reads the request body, then reads it), `/ws`
 //! with `Upgrade: websocket` (101, then every frame is echoed), anything else
 //! `hello from netprobe`. Per request it prints `request {json}` (method, path,
-//! version, headers, body_bytes), before answering.
+//! version, headers, body_bytes), before answering (`/early`: after).
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -69,6 +70,11 @@ fn keep_alive(stream: TcpStream, peer: &str) -> std::io::Result<()> {
         let Some(request) = read_head(&mut reader)? else {
             return Ok(());
         };
+        // A server that answers before it has read the upload (a 401, a 413).
+        let early = request.path() == "/early";
+        if early {
+            respond(&mut out, "early\n")?;
+        }
         let body_bytes = read_body(&mut reader, &request)?;
         let line = json!({
             "peer": peer,
@@ -92,6 +98,7 @@ fn keep_alive(stream: TcpStream, peer: &str) -> std::io::Result<()> {
             }
             "/big-head" => big_head(&mut out, request.param("bytes", 0))?,
             "/gzip-coded" => gzip_coded(&mut out)?,
+            "/early" => {}
             _ => respond(&mut out, "hello from netprobe\n")?,
         }
         let close = request.header("connection").unwrap_or_default();

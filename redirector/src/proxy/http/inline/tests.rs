@@ -1,6 +1,6 @@
-//! Affinities against a local HTTP/1.1 server that counts the connections it accepts:
-//! lending idle connections on, closing those that cannot carry another request, and
-//! expiring idle ones.
+//! Leases against a local HTTP/1.1 server that counts the connections it accepts:
+//! connections lent from request to request, closed when they cannot carry another,
+//! and expired when idle.
 
 use std::sync::atomic::AtomicUsize;
 
@@ -45,20 +45,20 @@ fn idle(timeout: Duration) -> Arc<IdleConnections<TestBody>> {
     IdleConnections::new(timeout, CancellationToken::new())
 }
 
-fn affinity(idle: &Arc<IdleConnections<TestBody>>) -> Affinity<TestBody> {
+fn lease(idle: &Arc<IdleConnections<TestBody>>) -> Lease<TestBody> {
     let speaks = Arc::new(UpstreamSpeaks::of(Protocol::Http11, None));
-    Affinity::new(idle.clone(), speaks)
+    Lease::new(idle.clone(), speaks)
 }
 
-/// Sends a GET on `affinity`'s connection: whether the connection was reused, and the
+/// Sends a GET on a connection `lease` holds: whether the connection was reused, and the
 /// response, whose body has not been read.
-async fn send(affinity: &Affinity<TestBody>, dial: &TestDial) -> (bool, Response<Incoming>) {
+async fn send(lease: &Lease<TestBody>, dial: &TestDial) -> (bool, Response<Incoming>) {
     let request = Request::get("/")
         .header(HOST, "api.example.test")
         .body(Empty::new())
         .unwrap();
     let answered = AtomicU64::new(DIALING);
-    match affinity
+    match lease
         .send(dial, request, (dial.0, &answered))
         .await
         .unwrap()
@@ -74,12 +74,12 @@ async fn send(affinity: &Affinity<TestBody>, dial: &TestDial) -> (bool, Response
 
 /// Reads `response`'s body to its end, driving the connection as `Metered` does, and
 /// says the response ended.
-async fn read_body(affinity: &Affinity<TestBody>, response: Response<Incoming>) -> Vec<u8> {
+async fn read_body(lease: &Lease<TestBody>, response: Response<Incoming>) -> Vec<u8> {
     let mut body = response.into_body();
     let mut read = Vec::new();
     poll_fn(|cx| {
         loop {
-            affinity.drive(cx);
+            lease.drive(cx);
             match Pin::new(&mut body).poll_frame(cx) {
                 Poll::Ready(Some(Ok(frame))) => read.extend_from_slice(frame.data_ref().unwrap()),
                 Poll::Ready(Some(Err(error))) => panic!("response body: {error}"),
@@ -89,53 +89,65 @@ async fn read_body(affinity: &Affinity<TestBody>, response: Response<Incoming>) 
         }
     })
     .await;
-    affinity.ended(true);
+    lease.ended(true);
     read
 }
 
 /// A whole GET: whether its connection was reused.
-async fn get(affinity: &Affinity<TestBody>, dial: &TestDial) -> bool {
-    let (reused, response) = send(affinity, dial).await;
-    assert_eq!(read_body(affinity, response).await, b"ok");
+async fn get(lease: &Lease<TestBody>, dial: &TestDial) -> bool {
+    let (reused, response) = send(lease, dial).await;
+    assert_eq!(read_body(lease, response).await, b"ok");
     reused
 }
 
 #[tokio::test]
-async fn a_connection_carries_its_client_connections_requests_then_the_next_ones() {
+async fn a_connection_goes_back_to_the_pool_when_its_response_ends() {
     let (dial, accepted) = server(true).await;
     let idle = idle(Duration::from_secs(60));
-    let first = affinity(&idle);
+    let first = lease(&idle);
     assert!(!get(&first, &dial).await, "the first request dials");
     assert!(
-        get(&first, &dial).await,
-        "the second goes on the same connection"
+        !first.busy(),
+        "a client connection between requests holds none"
     );
-    drop(first);
     assert_eq!(
         idle.list().len(),
         1,
-        "the ended client connection's upstream waits"
+        "the connection waits for the next request"
     );
-    let second = affinity(&idle);
+    assert!(get(&first, &dial).await, "the second request is lent it");
+    let second = lease(&idle);
     assert!(
         get(&second, &dial).await,
-        "the next client connection is lent it"
+        "and so is another client connection's"
     );
-    assert_eq!(idle.list().len(), 0);
+    assert_eq!(idle.list().len(), 1);
     assert_eq!(accepted.load(Ordering::Relaxed), 1);
+}
+
+#[tokio::test]
+async fn concurrent_requests_take_connections_of_their_own() {
+    let (dial, accepted) = server(true).await;
+    let idle = idle(Duration::from_secs(60));
+    let (first, second) = (lease(&idle), lease(&idle));
+    let (_, one) = send(&first, &dial).await;
+    let (_, two) = send(&second, &dial).await;
+    assert_eq!(read_body(&second, two).await, b"ok");
+    assert_eq!(read_body(&first, one).await, b"ok");
+    assert_eq!(idle.list().len(), 2);
+    assert_eq!(accepted.load(Ordering::Relaxed), 2);
 }
 
 #[tokio::test]
 async fn a_connection_the_server_closes_is_not_lent_again() {
     let (dial, accepted) = server(false).await;
     let idle = idle(Duration::from_secs(60));
-    let first = affinity(&idle);
+    let first = lease(&idle);
     assert!(!get(&first, &dial).await);
     // The server said `Connection: close`: the next request needs a new connection.
+    assert_eq!(idle.list().len(), 0);
     assert!(!get(&first, &dial).await);
-    drop(first);
-    let second = affinity(&idle);
-    assert!(!get(&second, &dial).await);
+    assert!(!get(&lease(&idle), &dial).await);
     assert_eq!(accepted.load(Ordering::Relaxed), 3);
 }
 
@@ -143,19 +155,19 @@ async fn a_connection_the_server_closes_is_not_lent_again() {
 async fn a_response_cut_short_or_still_in_flight_closes_its_connection() {
     let (dial, accepted) = server(true).await;
     let idle = idle(Duration::from_secs(60));
-    let cut = affinity(&idle);
+    let cut = lease(&idle);
     let (_, response) = send(&cut, &dial).await;
-    assert!(cut.busy(), "in flight until its body ends");
+    assert!(cut.busy(), "held until its body ends");
     // The client went away before the body was read.
     drop(response);
     cut.ended(false);
     assert!(!cut.busy());
-    drop(cut);
-    let in_flight = affinity(&idle);
+    let in_flight = lease(&idle);
     let (_, _response) = send(&in_flight, &dial).await;
+    // The client connection ends with its request unanswered.
     drop(in_flight);
     assert_eq!(idle.list().len(), 0, "neither can carry another request");
-    assert!(!get(&affinity(&idle), &dial).await);
+    assert!(!get(&lease(&idle), &dial).await);
     assert_eq!(accepted.load(Ordering::Relaxed), 3);
 }
 
@@ -164,9 +176,7 @@ async fn idle_connections_close_after_the_idle_timeout() {
     let (dial, accepted) = server(true).await;
     let timeout = Duration::from_millis(50);
     let idle = idle(timeout);
-    let first = affinity(&idle);
-    get(&first, &dial).await;
-    drop(first);
+    get(&lease(&idle), &dial).await;
     assert_eq!(idle.list().len(), 1);
     // The sweep runs every idle timeout; the connection is gone by the second one.
     tokio::time::sleep(timeout * 4).await;
@@ -175,7 +185,7 @@ async fn idle_connections_close_after_the_idle_timeout() {
         !idle.sweeping.load(Ordering::Relaxed),
         "the sweep ends with the list"
     );
-    assert!(!get(&affinity(&idle), &dial).await, "a new connection");
+    assert!(!get(&lease(&idle), &dial).await, "a new connection");
     assert_eq!(accepted.load(Ordering::Relaxed), 2);
 }
 
