@@ -7,8 +7,9 @@
 //!   address (421 otherwise) and forwards it on a pooled upstream connection.
 //! - [`pool`] keeps one hyper client per (Backend, upstream address, TLS settings);
 //!   [`upstream`] dials for it (TLS origination, ALPN, the datapath exemption).
-//! - [`inline`]: an HTTP/1 client connection drives an HTTP/1.1 upstream connection of
-//!   its own, taken from and given back to the pool's idle ones.
+//! - [`inline`]: a request without a body from an HTTP/1 client takes an HTTP/1.1
+//!   upstream connection from the pool's idle ones, and the client connection's task
+//!   drives it until the response ends.
 //! - [`upgrade`] gives Upgrade requests (WebSocket) an HTTP/1.1 connection of their own.
 //! - [`body`] measures each response as it streams: metrics and the access log.
 

@@ -16,8 +16,9 @@ use tokio_util::sync::CancellationToken;
 use super::{Held, UpstreamBody};
 use crate::proxy::http::body::RequestBody;
 
-/// A pool's idle HTTP/1 connections, the most recently used lent first; each is closed
-/// once idle for the pool's idle timeout (or when the pool is dropped).
+/// A pool's idle HTTP/1 connections, the most recently used lent first. One idle for
+/// the pool's idle timeout is never lent again, and is closed by the next sweep (so
+/// between one and two idle timeouts after its last response), or with the pool.
 pub struct IdleConnections<B: UpstreamBody = RequestBody> {
     idle_timeout: Duration,
     held: Mutex<VecDeque<(Instant, Held<B>)>>,
