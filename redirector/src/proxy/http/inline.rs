@@ -19,8 +19,8 @@
 //! Only requests without a body: hyper's client writes a body only while its connection
 //! is polled, and a server may answer before it has read all of it (a 413, a 401) or
 //! stream its answer while it reads; hyper-util's connection task goes on writing it
-//! whatever the client does with the response. And only where the upstream speaks HTTP/1.1,
-//! for HTTP/1 clients: the rest goes through hyper-util's pool (`pool.rs`).
+//! whatever the client does with the response. And only for HTTP/1 clients, where the
+//! upstream speaks HTTP/1.1: the rest goes through hyper-util's pool (`pool.rs`).
 
 mod idle;
 #[cfg(test)]
@@ -144,12 +144,12 @@ impl<B: UpstreamBody> Lease<B> {
         }
     }
 
-    /// Sends `req` on an idle connection of the pool, else on a new one from `dialer`. `answered` is set to
-    /// the responses the connection carried before this request once it is sent on one
-    /// (for the 504's account). A request that a connection did not take (it closed
-    /// before a byte of it was written) is sent once more, on a new connection. A new
-    /// connection on which the server chose h2 in ALPN is not used: the request is
-    /// given back for the shared pool.
+    /// Sends `req` on an idle connection of the pool, else on a new one from `dialer`.
+    /// `answered` is set to the responses the connection carried before this request
+    /// once it is sent on one (for the 504's account). A request that a connection did
+    /// not take (it closed before a byte of it was written) is sent once more, on a new
+    /// connection. A new connection on which the server chose h2 in ALPN is not used:
+    /// the request is given back for the shared pool.
     pub async fn send(
         &self,
         dialer: &impl Connect,

@@ -247,7 +247,9 @@ impl UpstreamSpeaks {
         } else {
             HTTP1
         };
-        let _ = self.0.compare_exchange(UNKNOWN, speaks, Ordering::Relaxed, Ordering::Relaxed);
+        let _ = self
+            .0
+            .compare_exchange(UNKNOWN, speaks, Ordering::Relaxed, Ordering::Relaxed);
     }
 
     /// A new connection's server chose h2 after all: the shared pool serves from now on.
