@@ -61,7 +61,6 @@ pub fn metered(
         Metered {
             inner,
             driver,
-            complete: false,
             bytes: 0,
             record: Some(Record {
                 completion,
@@ -83,9 +82,9 @@ struct Record {
 
 struct Metered {
     inner: Incoming,
+    /// Let go once, when the body ends or is dropped: until then the lease is busy, so
+    /// no later request of the client connection can have taken it.
     driver: Option<Arc<Lease>>,
-    /// The body ended as its framing says.
-    complete: bool,
     bytes: u64,
     record: Option<Record>,
 }
@@ -144,9 +143,8 @@ impl Body for Metered {
                 }
             }
             Poll::Ready(None) => {
-                self.complete = true;
                 self.finish();
-                if let Some(driver) = &self.driver {
+                if let Some(driver) = self.driver.take() {
                     // The connection can carry the next request, of any client.
                     driver.ended(true);
                 }
@@ -170,9 +168,10 @@ impl Drop for Metered {
     /// A client that went away mid-body ends the request too.
     fn drop(&mut self) {
         self.finish();
-        if let Some(driver) = &self.driver {
-            // A body with nothing to read (HEAD, 204, 304) is complete unread.
-            driver.ended(self.complete || self.inner.is_end_stream());
+        if let Some(driver) = self.driver.take() {
+            // A body with nothing to read (HEAD, 204, 304) is complete unread; any
+            // other is cut short.
+            driver.ended(self.inner.is_end_stream());
         }
     }
 }
