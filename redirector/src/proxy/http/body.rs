@@ -140,6 +140,12 @@ impl Body for Metered {
             Poll::Ready(Some(Ok(frame))) => {
                 if let Some(data) = frame.data_ref() {
                     self.bytes += data.len() as u64;
+                } else if frame.is_trailers()
+                    && let Some(driver) = self.driver.take()
+                {
+                    // Trailers end a chunked body: hyper's server writes them and
+                    // polls no further, and the upstream connection is done with it.
+                    driver.ended(true);
                 }
             }
             Poll::Ready(None) => {

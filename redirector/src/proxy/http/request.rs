@@ -11,7 +11,7 @@ use std::{
 };
 
 use http::{
-    HeaderValue, Request, Response, Uri, Version,
+    HeaderValue, Method, Request, Response, Uri, Version,
     header::HOST,
     uri::{Authority, PathAndQuery, Scheme},
 };
@@ -228,8 +228,11 @@ impl Context {
         let (body, body_sent) = RequestBody::new(body);
         let mut req = Request::from_parts(parts, body);
         // Requests with a body go through the pool, whose connection task writes it
-        // whether or not the response is read meanwhile (`inline.rs`).
-        let inline = body_sent.is_none() && client_version != Version::HTTP_2;
+        // whether or not the response is read meanwhile (`inline.rs`); so does CONNECT,
+        // whose request line hyper-util writes in authority-form.
+        let inline = body_sent.is_none()
+            && client_version != Version::HTTP_2
+            && req.method() != Method::CONNECT;
         if inline && pooled.speaks.http1() && !target.lease.busy() {
             match self.forward_inline(backend, target, req).await {
                 Ok(Sent::Pool(back)) => req = back,

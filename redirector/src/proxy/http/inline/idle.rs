@@ -61,13 +61,14 @@ impl<B: UpstreamBody> IdleConnections<B> {
         self.list().clear();
     }
 
-    /// Keeps `held` for the next client connection (not once the pool is retired),
-    /// and starts the sweep if none runs.
+    /// Keeps `held` for the next request (not once the pool is retired, nor with an
+    /// idle timeout of zero), and starts the sweep if none runs.
     pub(super) fn put(self: &Arc<Self>, held: Held<B>) {
-        if self.retired.is_cancelled() {
+        let mut list = self.list();
+        // Under the lock: `Pools::retain` cancels, then clears.
+        if self.retired.is_cancelled() || self.idle_timeout.is_zero() {
             return;
         }
-        let mut list = self.list();
         list.push_back((Instant::now(), held));
         if !self.sweeping.swap(true, Ordering::Relaxed) {
             let Ok(runtime) = tokio::runtime::Handle::try_current() else {

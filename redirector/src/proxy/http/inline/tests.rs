@@ -172,6 +172,21 @@ async fn a_response_cut_short_or_still_in_flight_closes_its_connection() {
 }
 
 #[tokio::test]
+async fn a_retired_pool_keeps_no_connection() {
+    let (dial, accepted) = server(true).await;
+    let retired = CancellationToken::new();
+    let idle = IdleConnections::new(Duration::from_secs(60), retired.clone());
+    get(&lease(&idle), &dial).await;
+    assert_eq!(idle.list().len(), 1);
+    // What `Pools::retain` does when the Backend changed.
+    retired.cancel();
+    idle.clear();
+    assert!(!get(&lease(&idle), &dial).await, "a new connection");
+    assert_eq!(idle.list().len(), 0, "not kept for the old settings");
+    assert_eq!(accepted.load(Ordering::Relaxed), 2);
+}
+
+#[tokio::test]
 async fn idle_connections_close_after_the_idle_timeout() {
     let (dial, accepted) = server(true).await;
     let timeout = Duration::from_millis(50);
