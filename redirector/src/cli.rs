@@ -182,10 +182,11 @@ pub struct RunArgs {
 /// How HTTP Backends (`spec.protocol` other than TCP) are proxied.
 #[derive(Debug, Clone, Args)]
 pub struct HttpArgs {
-    /// An idle pooled upstream connection is closed after this long. Keep it below the
-    /// servers' own keep-alive timeouts (nginx: 75s) so the proxy, not the server,
-    /// usually closes it; a request that meets a connection the server closed anyway is
-    /// retried once on a fresh one, as nothing of it was sent.
+    /// A pooled upstream connection idle this long is lent no more, and closed within
+    /// one more such period. Keep it below the servers' own keep-alive timeouts (nginx:
+    /// 75s) so the proxy, not the server, usually closes it; a request that meets a
+    /// connection the server closed anyway is retried once on a fresh one, as nothing
+    /// of it was sent.
     #[arg(long, value_parser = parse_duration, default_value = "60s")]
     pub http_pool_idle_timeout: Duration,
 
