@@ -82,8 +82,8 @@ struct Record {
 
 struct Metered {
     inner: Incoming,
-    /// Let go once, when the body ends or is dropped: until then the lease is busy, so
-    /// no later request of the client connection can have taken it.
+    /// Let go of once, when the body ends or is dropped: the lease then gives its
+    /// connection back to the pool, or closes it.
     driver: Option<Arc<Lease>>,
     bytes: u64,
     record: Option<Record>,

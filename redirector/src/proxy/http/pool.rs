@@ -24,6 +24,7 @@ use hyper_util::{
     client::legacy::Client,
     rt::{TokioExecutor, TokioTimer},
 };
+use rustls::ClientConfig;
 use tokio_util::sync::CancellationToken;
 
 use super::{body::RequestBody, inline::IdleConnections, metrics::BackendHttp, upstream::Dialer};
@@ -33,7 +34,6 @@ use crate::{
     table::{BackendId, BackendTable, Entry},
     tls::{H2, TlsOrigination},
 };
-use rustls::ClientConfig;
 
 pub type UpstreamClient = Client<Dialer, RequestBody>;
 
