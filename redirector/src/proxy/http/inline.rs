@@ -169,7 +169,7 @@ impl<B: UpstreamBody> Lease<B> {
                 req
             }
         };
-        *self.held() = None;
+        // `try_send` let go of the connection that did not take it.
         if self.ready(dialer, original, true).await?.is_none() {
             return Ok(Sent::Pool(req));
         }

@@ -13,7 +13,7 @@ use std::{
 use http::{
     HeaderValue, Method, Request, Response, Uri, Version,
     header::HOST,
-    uri::{Authority, PathAndQuery, Scheme},
+    uri::{PathAndQuery, Scheme},
 };
 use hyper::body::{Body, Incoming};
 use hyper_util::client::legacy::connect::capture_connection;
@@ -21,7 +21,9 @@ use tokio_util::sync::CancellationToken;
 
 mod authority;
 
-use authority::{authority_of, bad_authority, canonical_authority, split_host_port};
+use authority::{
+    UpstreamAuthority, authority_of, bad_authority, canonical_authority, split_host_port,
+};
 
 use super::{
     access_log::Entry as LogEntry,
@@ -61,7 +63,7 @@ struct Target {
     lease: Arc<Lease>,
     /// `host[:port]` (Host on HTTP/1.1, `:authority` on h2), or the one that would not
     /// parse.
-    authority: Result<Authority, String>,
+    authority: Result<UpstreamAuthority, String>,
 }
 
 impl Context {
@@ -110,7 +112,7 @@ impl Context {
             Target {
                 lease: Arc::new(Lease::new(pooled.idle.clone(), pooled.speaks.clone())),
                 pooled,
-                authority: Authority::from_maybe_shared(authority.clone()).map_err(|_| authority),
+                authority: UpstreamAuthority::parse(authority),
             }
         });
         let pooled = &target.pooled;
@@ -172,7 +174,8 @@ impl Context {
     ) -> Result<(Response<Incoming>, Option<Arc<Lease>>), ProxyError> {
         let backend = &entry.backend;
         let pooled = &target.pooled;
-        let authority = target.authority.as_ref().map_err(|a| bad_authority(a))?;
+        let upstream_authority = target.authority.as_ref().map_err(|a| bad_authority(a))?;
+        let authority = &upstream_authority.uri;
         let upgrade = headers::is_upgrade(&req);
         if let Some(codings) = headers::strip_hop_by_hop(req.headers_mut(), upgrade) {
             return Err(ProxyError::new(
@@ -204,9 +207,8 @@ impl Context {
         let original = self.routed.original;
         let shared = &self.shared;
         if upgrade {
-            let host = HeaderValue::from_str(authority.as_str())
-                .map_err(|_| bad_authority(authority.as_str()))?;
-            req.headers_mut().insert(HOST, host);
+            req.headers_mut()
+                .insert(HOST, upstream_authority.host.clone());
             let metrics = pooled.metrics.clone();
             // Boxed: the upgrade's future (dial, handshake, 2 KiB) would otherwise size
             // every request's future, which is allocated and moved per request.
@@ -234,7 +236,8 @@ impl Context {
             && client_version != Version::HTTP_2
             && req.method() != Method::CONNECT;
         if inline && pooled.speaks.http1() && !target.lease.busy() {
-            match self.forward_inline(backend, target, req).await {
+            let host = &upstream_authority.host;
+            match self.forward_inline(backend, target, host, req).await {
                 Ok(Sent::Pool(back)) => req = back,
                 Ok(Sent::Response(mut response, reused)) => {
                     pooled.metrics.used(reused);
@@ -290,17 +293,13 @@ impl Context {
         &self,
         backend: &Backend,
         target: &Target,
+        host: &HeaderValue,
         mut req: Request<RequestBody>,
     ) -> Result<Sent, ProxyError> {
         // What hyper-util's client does for the pool: Host from the URI's authority,
         // and the request line in origin-form.
+        req.headers_mut().insert(HOST, host.clone());
         let absolute = std::mem::take(req.uri_mut());
-        let Some(authority) = absolute.authority() else {
-            return Err(bad_authority(""));
-        };
-        let host = HeaderValue::from_str(authority.as_str())
-            .map_err(|_| bad_authority(authority.as_str()))?;
-        req.headers_mut().insert(HOST, host);
         *req.uri_mut() = inline::origin_form(&absolute);
         let answered = AtomicU64::new(inline::DIALING);
         let dialer = &target.pooled.dialer;

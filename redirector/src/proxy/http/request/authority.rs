@@ -1,7 +1,7 @@
 //! The authority of a request: what it names (the Backend it is for), and what the
 //! upstream is told.
 
-use http::{Request, header::HOST};
+use http::{HeaderValue, Request, header::HOST, uri::Authority};
 use hyper::body::Incoming;
 
 use crate::proxy::http::error::{HttpError, ProxyError};
@@ -33,6 +33,25 @@ pub fn canonical_authority(hostname: &str, port: u16, tls: bool) -> String {
     match (tls, port) {
         (true, 443) | (false, 80) => hostname.to_owned(),
         _ => format!("{hostname}:{port}"),
+    }
+}
+
+/// What the upstream is told a request is for, formed once per client connection and
+/// Backend: the URI's authority (h2 `:authority`; hyper-util writes it as Host) and the
+/// same as a Host header (upgrades and inline HTTP/1, which write their own).
+pub struct UpstreamAuthority {
+    pub uri: Authority,
+    pub host: HeaderValue,
+}
+
+impl UpstreamAuthority {
+    /// `canonical` (`canonical_authority`), or itself back if it does not parse.
+    pub fn parse(canonical: String) -> Result<Self, String> {
+        let host = HeaderValue::from_str(&canonical);
+        match (Authority::from_maybe_shared(canonical.clone()), host) {
+            (Ok(uri), Ok(host)) => Ok(Self { uri, host }),
+            _ => Err(canonical),
+        }
     }
 }
 
