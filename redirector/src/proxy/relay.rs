@@ -76,8 +76,13 @@ where
     both_ways(client, upstream, up, down, idle).await
 }
 
-/// [`relay`] where the upstream keeps its own read buffer (TLS): its bytes are written
-/// to the client from there.
+/// The most plaintext a TLS record carries (RFC 8446 5.1): rustls hands out one record's
+/// plaintext at a time, and a sender that fills its records is streaming.
+const TLS_RECORD_PLAINTEXT: usize = 16 * 1024;
+
+/// [`relay`] where the upstream keeps its own read buffer (TLS): the end of each thing
+/// the upstream wrote goes to the client from there; a stream of whole records is
+/// gathered into large writes (`buffered.rs`).
 pub async fn relay_tls<C, U>(
     client: &mut C,
     upstream: &mut U,
@@ -88,7 +93,8 @@ where
     C: AsyncRead + AsyncWrite + Unpin,
     U: AsyncBufRead + AsyncWrite + Unpin,
 {
-    let (up, down) = (Buffered::new(buffer_size), FromReaderBuffer::default());
+    let down = FromReaderBuffer::new(TLS_RECORD_PLAINTEXT, buffer_size);
+    let (up, down) = (Buffered::new(buffer_size), down);
     both_ways(client, upstream, up, down, idle).await
 }
 

@@ -6,10 +6,13 @@
 //! (`--buffer-size`), and is given back whenever its direction waits for the reader
 //! with nothing left to write. A held idle connection then holds no buffer at all (two
 //! eager 64 KiB buffers made 10,000 held TLS connections cost 1.3 GiB), while a bulk
-//! transfer reads and writes in large chunks.
+//! transfer reads and writes in large chunks: a buffer is filled by as many reads as the
+//! reader has bytes for at once before it is written, since each write costs a syscall
+//! and wakes the peer.
 //!
-//! A reader that keeps its own buffer (rustls holds each decrypted record) is copied
-//! from that buffer instead ([`FromReaderBuffer`]): one copy of every byte fewer.
+//! A reader that keeps its own buffer (rustls holds each decrypted record) is written
+//! from that buffer instead, with no copy, while its pieces are the ends of what the
+//! sender wrote; a stream of whole records is gathered ([`FromReaderBuffer`]).
 
 use std::{
     io,
@@ -81,6 +84,44 @@ impl Buffered {
     }
 }
 
+impl Buffered {
+    /// Reads into the (empty) buffer while the reader has bytes at once and the buffer
+    /// has room: a reader that hands out small pieces (rustls, a record of at most
+    /// 16 KiB at a time, even when it holds more) is then written in large writes, each
+    /// of which costs the writer a syscall and its peer a wakeup. `Ready(true)`: the
+    /// reader had nothing, and its waker is registered.
+    fn gather<R: AsyncRead>(
+        &mut self,
+        cx: &mut Context<'_>,
+        mut reader: Pin<&mut R>,
+        moved: &AtomicU64,
+        activity: &Activity,
+    ) -> Poll<io::Result<bool>> {
+        while self.buf.len() < self.size {
+            match tokio_util::io::poll_read_buf(reader.as_mut(), cx, &mut self.buf) {
+                Poll::Ready(Ok(0)) => {
+                    self.read_done = true;
+                    break;
+                }
+                Poll::Ready(Ok(read)) => {
+                    moved.fetch_add(read as u64, Ordering::Relaxed);
+                    activity.touch();
+                }
+                Poll::Ready(Err(error)) => return Poll::Ready(Err(error)),
+                Poll::Pending if self.buf.is_empty() => {
+                    return Poll::Ready(Ok(true));
+                }
+                Poll::Pending => break,
+            }
+        }
+        if self.buf.len() >= self.size {
+            // The reader had at least a full buffer: read more at once.
+            self.size = (self.size * 2).min(self.max);
+        }
+        Poll::Ready(Ok(false))
+    }
+}
+
 /// Counts bytes as they are read.
 impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> Direction<R, W> for Buffered {
     fn poll_copy(
@@ -99,37 +140,25 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> Direction<R, W> for Buffered {
                 if self.buf.capacity() < self.size {
                     self.buf = BytesMut::with_capacity(self.size);
                 }
-                let read = match tokio_util::io::poll_read_buf(reader.as_mut(), cx, &mut self.buf) {
-                    Poll::Ready(read) => read?,
-                    Poll::Pending => {
-                        // Nothing to write until the reader has more: give the buffer
-                        // back, and flush what a buffering writer (TLS) still holds.
-                        self.buf = BytesMut::new();
-                        if self.need_flush {
-                            ready!(writer.as_mut().poll_flush(cx))?;
-                            self.need_flush = false;
-                        }
-                        return Poll::Pending;
+                if ready!(self.gather(cx, reader.as_mut(), moved, activity))? {
+                    // Nothing to write until the reader has more: give the buffer
+                    // back, and flush what a buffering writer (TLS) still holds.
+                    self.buf = BytesMut::new();
+                    if self.need_flush {
+                        ready!(writer.as_mut().poll_flush(cx))?;
+                        self.need_flush = false;
                     }
-                };
-                if read == 0 {
-                    self.read_done = true;
-                } else {
-                    moved.fetch_add(read as u64, Ordering::Relaxed);
-                    activity.touch();
-                    if read >= self.size {
-                        // The reader had at least a full buffer: read more at once.
-                        self.size = (self.size * 2).min(self.max);
-                    }
+                    return Poll::Pending;
                 }
             }
-            while self.written < self.buf.len() {
-                let n = ready!(writer.as_mut().poll_write(cx, &self.buf[self.written..]))?;
-                if n == 0 {
-                    return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
-                }
-                self.written += n;
+            if self.written < self.buf.len() {
                 self.need_flush = true;
+                ready!(poll_write_rest(
+                    writer.as_mut(),
+                    cx,
+                    &self.buf,
+                    &mut self.written
+                ))?;
             }
             if self.read_done {
                 ready!(writer.as_mut().poll_flush(cx))?;
@@ -142,17 +171,73 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> Direction<R, W> for Buffered {
     }
 }
 
-/// Copies from a buffered reader (rustls, which holds each decrypted record) straight to
-/// a writer, until EOF, then shuts the writer down: the bytes are written from the
-/// reader's own buffer, with no copy into one of ours.
-#[derive(Debug, Default)]
+/// Copies from a buffered reader (rustls, which holds each decrypted record) to a
+/// writer until EOF, then shuts the writer down.
+///
+/// A piece shorter than `whole` (for rustls, a record its sender did not fill: the end
+/// of something it wrote) is written straight from the reader's buffer, with no copy:
+/// request/response traffic. A whole piece means the sender is streaming, so it and
+/// whatever the reader has at once after it are gathered into a buffer of ours, up to
+/// `max`, and written together: one write per `max` bytes instead of one per record
+/// (measured on bulk TLS: 29% less CPU per GiB than a write per record).
+#[derive(Debug)]
 pub struct FromReaderBuffer {
+    gathered: BytesMut,
+    /// Bytes of `gathered` already written.
+    written: usize,
+    whole: usize,
+    max: usize,
     read_done: bool,
     need_flush: bool,
     done: bool,
 }
 
-/// Counts bytes as they are written.
+impl FromReaderBuffer {
+    pub fn new(whole: usize, max: usize) -> Self {
+        Self {
+            gathered: BytesMut::new(),
+            written: 0,
+            whole,
+            max: max.max(whole),
+            read_done: false,
+            need_flush: false,
+            done: false,
+        }
+    }
+
+    /// Takes what the reader has at once into `gathered`, up to `max`; stops at EOF or
+    /// when the reader waits (its waker then registered, and what was gathered is
+    /// written first).
+    fn gather<R: AsyncBufRead>(
+        &mut self,
+        cx: &mut Context<'_>,
+        mut reader: Pin<&mut R>,
+        moved: &AtomicU64,
+        activity: &Activity,
+    ) -> io::Result<()> {
+        if self.gathered.capacity() < self.max {
+            self.gathered = BytesMut::with_capacity(self.max);
+        }
+        while self.gathered.len() < self.max {
+            let available = match reader.as_mut().poll_fill_buf(cx) {
+                Poll::Ready(available) => available?,
+                Poll::Pending => break,
+            };
+            if available.is_empty() {
+                self.read_done = true;
+                break;
+            }
+            let taken = available.len().min(self.max - self.gathered.len());
+            self.gathered.extend_from_slice(&available[..taken]);
+            reader.as_mut().consume(taken);
+            moved.fetch_add(taken as u64, Ordering::Relaxed);
+            activity.touch();
+        }
+        Ok(())
+    }
+}
+
+/// Counts bytes as they are taken from the reader.
 impl<R: AsyncBufRead + Unpin, W: AsyncWrite + Unpin> Direction<R, W> for FromReaderBuffer {
     fn poll_copy(
         &mut self,
@@ -164,21 +249,36 @@ impl<R: AsyncBufRead + Unpin, W: AsyncWrite + Unpin> Direction<R, W> for FromRea
     ) -> Poll<io::Result<()>> {
         let (mut reader, mut writer) = (Pin::new(reader), Pin::new(writer));
         while !self.done {
-            if !self.read_done {
-                let available = match reader.as_mut().poll_fill_buf(cx) {
-                    Poll::Ready(available) => available?,
-                    Poll::Pending => {
-                        if self.need_flush {
-                            ready!(writer.as_mut().poll_flush(cx))?;
-                            self.need_flush = false;
-                        }
-                        return Poll::Pending;
+            if self.written < self.gathered.len() {
+                self.need_flush = true;
+                let (gathered, written) = (&self.gathered, &mut self.written);
+                ready!(poll_write_rest(writer.as_mut(), cx, gathered, written))?;
+            }
+            self.gathered.clear();
+            self.written = 0;
+            if self.read_done {
+                ready!(writer.as_mut().poll_flush(cx))?;
+                ready!(writer.as_mut().poll_shutdown(cx))?;
+                self.gathered = BytesMut::new();
+                self.done = true;
+                continue;
+            }
+            let available = match reader.as_mut().poll_fill_buf(cx) {
+                Poll::Ready(available) => available?,
+                Poll::Pending => {
+                    // Nothing to write until the reader has more: give the buffer
+                    // back, and flush what a buffering writer (TLS) still holds.
+                    self.gathered = BytesMut::new();
+                    if self.need_flush {
+                        ready!(writer.as_mut().poll_flush(cx))?;
+                        self.need_flush = false;
                     }
-                };
-                if available.is_empty() {
-                    self.read_done = true;
-                    continue;
+                    return Poll::Pending;
                 }
+            };
+            if available.is_empty() {
+                self.read_done = true;
+            } else if available.len() < self.whole {
                 let n = ready!(writer.as_mut().poll_write(cx, available))?;
                 if n == 0 {
                     return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
@@ -188,11 +288,27 @@ impl<R: AsyncBufRead + Unpin, W: AsyncWrite + Unpin> Direction<R, W> for FromRea
                 activity.touch();
                 self.need_flush = true;
             } else {
-                ready!(writer.as_mut().poll_flush(cx))?;
-                ready!(writer.as_mut().poll_shutdown(cx))?;
-                self.done = true;
+                self.gather(cx, reader.as_mut(), moved, activity)?;
             }
         }
         Poll::Ready(Ok(()))
     }
+}
+
+/// Writes `buf[*written..]`, moving `written` on as the writer takes bytes: a `Pending`
+/// keeps the place.
+fn poll_write_rest<W: AsyncWrite>(
+    mut writer: Pin<&mut W>,
+    cx: &mut Context<'_>,
+    buf: &[u8],
+    written: &mut usize,
+) -> Poll<io::Result<()>> {
+    while *written < buf.len() {
+        let n = ready!(writer.as_mut().poll_write(cx, &buf[*written..]))?;
+        if n == 0 {
+            return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+        }
+        *written += n;
+    }
+    Poll::Ready(Ok(()))
 }

@@ -367,3 +367,5 @@ async fn a_direction_at_the_urgent_mark_does_not_stall() {
     let (moved, _, _) = in_time(relay).await.unwrap();
     assert_eq!(moved.upstream_to_client, 12);
 }
+
+mod gather;
