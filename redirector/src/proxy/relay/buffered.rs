@@ -53,6 +53,8 @@ pub struct Buffered {
     size: usize,
     max: usize,
     read_done: bool,
+    /// A read error that came after bytes were gathered: returned once they are written.
+    failed: Option<io::Error>,
     need_flush: bool,
     done: bool,
 }
@@ -66,6 +68,7 @@ impl Buffered {
             size: INITIAL_SIZE.min(max),
             max,
             read_done: false,
+            failed: None,
             need_flush: false,
             done: false,
         }
@@ -88,8 +91,9 @@ impl Buffered {
     /// Reads into the (empty) buffer while the reader has bytes at once and the buffer
     /// has room: a reader that hands out small pieces (rustls, a record of at most
     /// 16 KiB at a time, even when it holds more) is then written in large writes, each
-    /// of which costs the writer a syscall and its peer a wakeup. `Ready(true)`: the
-    /// reader had nothing, and its waker is registered.
+    /// of which costs the writer a syscall and its peer a wakeup. A read error after
+    /// some bytes is kept in `failed` and returned once they are written. `Ready(true)`:
+    /// the reader had nothing, and its waker is registered.
     fn gather<R: AsyncRead>(
         &mut self,
         cx: &mut Context<'_>,
@@ -107,7 +111,11 @@ impl Buffered {
                     moved.fetch_add(read as u64, Ordering::Relaxed);
                     activity.touch();
                 }
-                Poll::Ready(Err(error)) => return Poll::Ready(Err(error)),
+                Poll::Ready(Err(error)) if self.buf.is_empty() => return Poll::Ready(Err(error)),
+                Poll::Ready(Err(error)) => {
+                    self.failed = Some(error);
+                    break;
+                }
                 Poll::Pending if self.buf.is_empty() => {
                     return Poll::Ready(Ok(true));
                 }
@@ -135,6 +143,9 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> Direction<R, W> for Buffered {
         let (mut reader, mut writer) = (Pin::new(reader), Pin::new(writer));
         while !self.done {
             if self.written == self.buf.len() && !self.read_done {
+                if let Some(error) = self.failed.take() {
+                    return Poll::Ready(Err(error));
+                }
                 self.buf.clear();
                 self.written = 0;
                 if self.buf.capacity() < self.size {
@@ -188,6 +199,8 @@ pub struct FromReaderBuffer {
     whole: usize,
     max: usize,
     read_done: bool,
+    /// A read error that came after bytes were gathered: returned once they are written.
+    failed: Option<io::Error>,
     need_flush: bool,
     done: bool,
 }
@@ -200,14 +213,16 @@ impl FromReaderBuffer {
             whole,
             max: max.max(whole),
             read_done: false,
+            failed: None,
             need_flush: false,
             done: false,
         }
     }
 
-    /// Takes what the reader has at once into `gathered`, up to `max`; stops at EOF or
-    /// when the reader waits (its waker then registered, and what was gathered is
-    /// written first).
+    /// Takes what the reader has at once into `gathered`, up to `max`; stops at EOF, at
+    /// a read error (kept in `failed`: what came before it, such as the last records
+    /// before a truncation, is still written) or when the reader waits (its waker then
+    /// registered, and what was gathered is written first).
     fn gather<R: AsyncBufRead>(
         &mut self,
         cx: &mut Context<'_>,
@@ -220,7 +235,12 @@ impl FromReaderBuffer {
         }
         while self.gathered.len() < self.max {
             let available = match reader.as_mut().poll_fill_buf(cx) {
-                Poll::Ready(available) => available?,
+                Poll::Ready(Ok(available)) => available,
+                Poll::Ready(Err(error)) if self.gathered.is_empty() => return Err(error),
+                Poll::Ready(Err(error)) => {
+                    self.failed = Some(error);
+                    break;
+                }
                 Poll::Pending => break,
             };
             if available.is_empty() {
@@ -256,6 +276,9 @@ impl<R: AsyncBufRead + Unpin, W: AsyncWrite + Unpin> Direction<R, W> for FromRea
             }
             self.gathered.clear();
             self.written = 0;
+            if let Some(error) = self.failed.take() {
+                return Poll::Ready(Err(error));
+            }
             if self.read_done {
                 ready!(writer.as_mut().poll_flush(cx))?;
                 ready!(writer.as_mut().poll_shutdown(cx))?;

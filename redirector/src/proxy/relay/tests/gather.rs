@@ -19,6 +19,8 @@ struct Pieces {
     at: usize,
     piece: usize,
     available: usize,
+    /// Fail after the data instead of reaching EOF (a TLS stream cut short).
+    truncated: bool,
 }
 
 impl Pieces {
@@ -28,15 +30,19 @@ impl Pieces {
             at: 0,
             piece,
             available: len,
+            truncated: false,
         }
     }
 
-    fn next(&self) -> Poll<&[u8]> {
+    fn next(&self) -> Poll<io::Result<&[u8]>> {
         if self.at == self.available && self.available < self.data.len() {
             return Poll::Pending;
         }
+        if self.at == self.data.len() && self.truncated {
+            return Poll::Ready(Err(io::ErrorKind::UnexpectedEof.into()));
+        }
         let end = self.available.min(self.at + self.piece);
-        Poll::Ready(&self.data[self.at..end])
+        Poll::Ready(Ok(&self.data[self.at..end]))
     }
 }
 
@@ -46,8 +52,9 @@ impl AsyncRead for Pieces {
         _: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        let Poll::Ready(piece) = self.next() else {
-            return Poll::Pending;
+        let piece = match self.next() {
+            Poll::Ready(piece) => piece?,
+            Poll::Pending => return Poll::Pending,
         };
         let len = piece.len().min(buf.remaining());
         buf.put_slice(&piece[..len]);
@@ -58,7 +65,7 @@ impl AsyncRead for Pieces {
 
 impl AsyncBufRead for Pieces {
     fn poll_fill_buf(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<&[u8]>> {
-        self.get_mut().next().map(Ok)
+        self.get_mut().next()
     }
 
     fn consume(mut self: Pin<&mut Self>, amt: usize) {
@@ -160,4 +167,29 @@ async fn what_was_gathered_is_written_when_the_reader_waits() {
     let (poll, writes, _) = copied(Buffered::new(64 * KIB), &mut reader).await;
     assert!(poll.is_pending(), "the rest has not arrived");
     assert_eq!(writes.lengths, [4 * KIB, 8 * KIB, 8 * KIB]);
+}
+
+#[tokio::test]
+async fn what_was_gathered_before_a_read_error_is_written_before_the_error_is_returned() {
+    let mut reader = Pieces::new(40 * KIB, 16 * KIB);
+    reader.truncated = true;
+    let direction = FromReaderBuffer::new(16 * KIB, 64 * KIB);
+    let (poll, writes, _) = copied(direction, &mut reader).await;
+    let Poll::Ready(Err(error)) = poll else {
+        panic!("the truncation is an error: {poll:?}");
+    };
+    assert_eq!(error.kind(), io::ErrorKind::UnexpectedEof);
+    assert_eq!(writes.lengths, [40 * KIB]);
+    assert!(writes.bytes == reader.data);
+    assert!(
+        !writes.shut_down,
+        "a failed stream is not ended as if whole"
+    );
+
+    let mut reader = Pieces::new(6 * KIB, 4 * KIB);
+    reader.truncated = true;
+    let (poll, writes, _) = copied(Buffered::new(64 * KIB), &mut reader).await;
+    assert!(matches!(poll, Poll::Ready(Err(_))), "{poll:?}");
+    assert_eq!(writes.lengths, [4 * KIB, 2 * KIB]);
+    assert!(!writes.shut_down);
 }
