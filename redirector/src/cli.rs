@@ -299,7 +299,9 @@ pub struct Limits {
 
     /// Largest per-direction copy buffer of a proxied connection, in bytes. Buffers start
     /// at 4 KiB, double while reads fill them, and are given back while a direction
-    /// waits; plaintext on both sides moves through splice(2) instead.
+    /// waits; plaintext on both sides moves through splice(2) instead. Full TLS records
+    /// from an upstream are gathered into writes of two records, doubling up to this size
+    /// (rounded down to whole 16 KiB records; below two records, none are gathered).
     #[arg(long, default_value_t = 64 * 1024)]
     pub buffer_size: usize,
 }

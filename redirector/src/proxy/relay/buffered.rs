@@ -6,13 +6,12 @@
 //! (`--buffer-size`), and is given back whenever its direction waits for the reader
 //! with nothing left to write. A held idle connection then holds no buffer at all (two
 //! eager 64 KiB buffers made 10,000 held TLS connections cost 1.3 GiB), while a bulk
-//! transfer reads and writes in large chunks: a buffer is filled by as many reads as the
-//! reader has bytes for at once before it is written, since each write costs a syscall
-//! and wakes the peer.
+//! transfer reads and writes in large chunks.
 //!
-//! A reader that keeps its own buffer (rustls holds each decrypted record) is written
-//! from that buffer instead, with no copy, while its pieces are the ends of what the
-//! sender wrote; a stream of whole records is gathered ([`FromReaderBuffer`]).
+//! A reader that keeps its own buffer and hands it out a piece at a time (rustls: one
+//! record's plaintext per `poll_fill_buf`) goes through [`FromReaderBuffer`]: a short
+//! piece is written from the reader's buffer with no copy, whole ones are gathered into
+//! one write, since each write costs a syscall and wakes the peer.
 
 use std::{
     io,
@@ -53,8 +52,6 @@ pub struct Buffered {
     size: usize,
     max: usize,
     read_done: bool,
-    /// A read error that came after bytes were gathered: returned once they are written.
-    failed: Option<io::Error>,
     need_flush: bool,
     done: bool,
 }
@@ -68,7 +65,6 @@ impl Buffered {
             size: INITIAL_SIZE.min(max),
             max,
             read_done: false,
-            failed: None,
             need_flush: false,
             done: false,
         }
@@ -87,49 +83,6 @@ impl Buffered {
     }
 }
 
-impl Buffered {
-    /// Reads into the (empty) buffer while the reader has bytes at once and the buffer
-    /// has room: a reader that hands out small pieces (rustls, a record of at most
-    /// 16 KiB at a time, even when it holds more) is then written in large writes, each
-    /// of which costs the writer a syscall and its peer a wakeup. A read error after
-    /// some bytes is kept in `failed` and returned once they are written. `Ready(true)`:
-    /// the reader had nothing, and its waker is registered.
-    fn gather<R: AsyncRead>(
-        &mut self,
-        cx: &mut Context<'_>,
-        mut reader: Pin<&mut R>,
-        moved: &AtomicU64,
-        activity: &Activity,
-    ) -> Poll<io::Result<bool>> {
-        while self.buf.len() < self.size {
-            match tokio_util::io::poll_read_buf(reader.as_mut(), cx, &mut self.buf) {
-                Poll::Ready(Ok(0)) => {
-                    self.read_done = true;
-                    break;
-                }
-                Poll::Ready(Ok(read)) => {
-                    moved.fetch_add(read as u64, Ordering::Relaxed);
-                    activity.touch();
-                }
-                Poll::Ready(Err(error)) if self.buf.is_empty() => return Poll::Ready(Err(error)),
-                Poll::Ready(Err(error)) => {
-                    self.failed = Some(error);
-                    break;
-                }
-                Poll::Pending if self.buf.is_empty() => {
-                    return Poll::Ready(Ok(true));
-                }
-                Poll::Pending => break,
-            }
-        }
-        if self.buf.len() >= self.size {
-            // The reader had at least a full buffer: read more at once.
-            self.size = (self.size * 2).min(self.max);
-        }
-        Poll::Ready(Ok(false))
-    }
-}
-
 /// Counts bytes as they are read.
 impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> Direction<R, W> for Buffered {
     fn poll_copy(
@@ -143,23 +96,33 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> Direction<R, W> for Buffered {
         let (mut reader, mut writer) = (Pin::new(reader), Pin::new(writer));
         while !self.done {
             if self.written == self.buf.len() && !self.read_done {
-                if let Some(error) = self.failed.take() {
-                    return Poll::Ready(Err(error));
-                }
                 self.buf.clear();
                 self.written = 0;
                 if self.buf.capacity() < self.size {
                     self.buf = BytesMut::with_capacity(self.size);
                 }
-                if ready!(self.gather(cx, reader.as_mut(), moved, activity))? {
-                    // Nothing to write until the reader has more: give the buffer
-                    // back, and flush what a buffering writer (TLS) still holds.
-                    self.buf = BytesMut::new();
-                    if self.need_flush {
-                        ready!(writer.as_mut().poll_flush(cx))?;
-                        self.need_flush = false;
+                let read = match tokio_util::io::poll_read_buf(reader.as_mut(), cx, &mut self.buf) {
+                    Poll::Ready(read) => read?,
+                    Poll::Pending => {
+                        // Nothing to write until the reader has more: give the buffer
+                        // back, and flush what a buffering writer (TLS) still holds.
+                        self.buf = BytesMut::new();
+                        if self.need_flush {
+                            ready!(writer.as_mut().poll_flush(cx))?;
+                            self.need_flush = false;
+                        }
+                        return Poll::Pending;
                     }
-                    return Poll::Pending;
+                };
+                if read == 0 {
+                    self.read_done = true;
+                } else {
+                    moved.fetch_add(read as u64, Ordering::Relaxed);
+                    activity.touch();
+                    if read >= self.size {
+                        // The reader had at least a full buffer: read more at once.
+                        self.size = (self.size * 2).min(self.max);
+                    }
                 }
             }
             if self.written < self.buf.len() {
@@ -182,36 +145,46 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> Direction<R, W> for Buffered {
     }
 }
 
-/// Copies from a buffered reader (rustls, which holds each decrypted record) to a
-/// writer until EOF, then shuts the writer down.
+/// Copies from a buffered reader to a writer until EOF, then shuts the writer down.
 ///
-/// A piece shorter than `whole` (for rustls, a record its sender did not fill: the end
-/// of something it wrote) is written straight from the reader's buffer, with no copy:
-/// request/response traffic. A whole piece means the sender is streaming, so it and
-/// whatever the reader has at once after it are gathered into a buffer of ours, up to
-/// `max`, and written together: one write per `max` bytes instead of one per record
-/// (measured on bulk TLS: 29% less CPU per GiB than a write per record).
+/// The reader hands out its buffer a piece at a time (rustls: one record's plaintext,
+/// at most `piece` = 16 KiB). A shorter piece ends something its sender wrote
+/// (request/response traffic): it is written straight from the reader's buffer, with no
+/// copy, as is a larger one (a reader with large pieces needs no gathering). A piece of
+/// exactly `piece` bytes means the sender is streaming: it and the pieces the reader has
+/// at once after it are gathered into a buffer of ours and written together, one write
+/// instead of one per record (TLS bulk: proxy CPU per GiB -29%, see bench/README.md). That buffer starts at two pieces, doubles while gathers fill it, up
+/// to `max` (`--buffer-size`), and is given back whenever the reader waits; below two
+/// pieces, nothing is gathered.
 #[derive(Debug)]
 pub struct FromReaderBuffer {
     gathered: BytesMut,
     /// Bytes of `gathered` already written.
     written: usize,
-    whole: usize,
+    piece: usize,
+    /// The size of the next gathering buffer (a multiple of `piece`).
+    size: usize,
     max: usize,
     read_done: bool,
-    /// A read error that came after bytes were gathered: returned once they are written.
+    /// A read error that came after bytes were gathered: returned once they are written
+    /// (the records before a truncation still reach the client).
     failed: Option<io::Error>,
     need_flush: bool,
     done: bool,
 }
 
 impl FromReaderBuffer {
-    pub fn new(whole: usize, max: usize) -> Self {
+    pub fn new(piece: usize, max: usize) -> Self {
+        let piece = piece.max(1);
+        // Whole pieces only: a buffer that ends mid-piece would split a record into a
+        // large write and a small one.
+        let max = max / piece * piece;
         Self {
             gathered: BytesMut::new(),
             written: 0,
-            whole,
-            max: max.max(whole),
+            piece,
+            size: (2 * piece).min(max),
+            max,
             read_done: false,
             failed: None,
             need_flush: false,
@@ -219,24 +192,28 @@ impl FromReaderBuffer {
         }
     }
 
-    /// Takes what the reader has at once into `gathered`, up to `max`; stops at EOF, at
-    /// a read error (kept in `failed`: what came before it, such as the last records
-    /// before a truncation, is still written) or when the reader waits (its waker then
-    /// registered, and what was gathered is written first).
+    /// Whether a buffer is held right now (for tests).
+    #[cfg(test)]
+    pub fn holds_buffer(&self) -> bool {
+        self.gathered.capacity() > 0
+    }
+
+    /// Takes the pieces the reader has at once into `gathered` while they fit; stops at
+    /// EOF, at a read error (kept in `failed`) or when the reader waits (its waker then
+    /// registered; what was gathered is written first).
     fn gather<R: AsyncBufRead>(
         &mut self,
         cx: &mut Context<'_>,
         mut reader: Pin<&mut R>,
         moved: &AtomicU64,
         activity: &Activity,
-    ) -> io::Result<()> {
-        if self.gathered.capacity() < self.max {
-            self.gathered = BytesMut::with_capacity(self.max);
+    ) {
+        if self.gathered.capacity() < self.size {
+            self.gathered = BytesMut::with_capacity(self.size);
         }
-        while self.gathered.len() < self.max {
+        loop {
             let available = match reader.as_mut().poll_fill_buf(cx) {
                 Poll::Ready(Ok(available)) => available,
-                Poll::Ready(Err(error)) if self.gathered.is_empty() => return Err(error),
                 Poll::Ready(Err(error)) => {
                     self.failed = Some(error);
                     break;
@@ -247,13 +224,19 @@ impl FromReaderBuffer {
                 self.read_done = true;
                 break;
             }
-            let taken = available.len().min(self.max - self.gathered.len());
-            self.gathered.extend_from_slice(&available[..taken]);
+            if available.len() > self.size - self.gathered.len() {
+                break;
+            }
+            self.gathered.extend_from_slice(available);
+            let taken = available.len();
             reader.as_mut().consume(taken);
             moved.fetch_add(taken as u64, Ordering::Relaxed);
             activity.touch();
         }
-        Ok(())
+        if self.gathered.len() + self.piece > self.size {
+            // The reader had a buffer's worth at once: gather more next time.
+            self.size = (self.size * 2).min(self.max);
+        }
     }
 }
 
@@ -301,7 +284,7 @@ impl<R: AsyncBufRead + Unpin, W: AsyncWrite + Unpin> Direction<R, W> for FromRea
             };
             if available.is_empty() {
                 self.read_done = true;
-            } else if available.len() < self.whole {
+            } else if available.len() != self.piece || self.max < 2 * self.piece {
                 let n = ready!(writer.as_mut().poll_write(cx, available))?;
                 if n == 0 {
                     return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
@@ -311,7 +294,7 @@ impl<R: AsyncBufRead + Unpin, W: AsyncWrite + Unpin> Direction<R, W> for FromRea
                 activity.touch();
                 self.need_flush = true;
             } else {
-                self.gather(cx, reader.as_mut(), moved, activity)?;
+                self.gather(cx, reader.as_mut(), moved, activity);
             }
         }
         Poll::Ready(Ok(()))
