@@ -104,14 +104,8 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> Direction<R, W> for Buffered {
                 let read = match tokio_util::io::poll_read_buf(reader.as_mut(), cx, &mut self.buf) {
                     Poll::Ready(read) => read?,
                     Poll::Pending => {
-                        // Nothing to write until the reader has more: give the buffer
-                        // back, and flush what a buffering writer (TLS) still holds.
-                        self.buf = BytesMut::new();
-                        if self.need_flush {
-                            ready!(writer.as_mut().poll_flush(cx))?;
-                            self.need_flush = false;
-                        }
-                        return Poll::Pending;
+                        let flush = &mut self.need_flush;
+                        return wait_for_reader(writer.as_mut(), cx, &mut self.buf, flush);
                     }
                 };
                 if read == 0 {
@@ -272,14 +266,8 @@ impl<R: AsyncBufRead + Unpin, W: AsyncWrite + Unpin> Direction<R, W> for FromRea
             let available = match reader.as_mut().poll_fill_buf(cx) {
                 Poll::Ready(available) => available?,
                 Poll::Pending => {
-                    // Nothing to write until the reader has more: give the buffer
-                    // back, and flush what a buffering writer (TLS) still holds.
-                    self.gathered = BytesMut::new();
-                    if self.need_flush {
-                        ready!(writer.as_mut().poll_flush(cx))?;
-                        self.need_flush = false;
-                    }
-                    return Poll::Pending;
+                    let flush = &mut self.need_flush;
+                    return wait_for_reader(writer.as_mut(), cx, &mut self.gathered, flush);
                 }
             };
             if available.is_empty() {
@@ -299,6 +287,22 @@ impl<R: AsyncBufRead + Unpin, W: AsyncWrite + Unpin> Direction<R, W> for FromRea
         }
         Poll::Ready(Ok(()))
     }
+}
+
+/// The reader has nothing (its waker is registered): nothing to write until it has more,
+/// so `buf` is given back, and what a buffering writer (TLS) still holds is flushed.
+fn wait_for_reader<W: AsyncWrite>(
+    writer: Pin<&mut W>,
+    cx: &mut Context<'_>,
+    buf: &mut BytesMut,
+    need_flush: &mut bool,
+) -> Poll<io::Result<()>> {
+    *buf = BytesMut::new();
+    if *need_flush {
+        ready!(writer.poll_flush(cx))?;
+        *need_flush = false;
+    }
+    Poll::Pending
 }
 
 /// Writes `buf[*written..]`, moving `written` on as the writer takes bytes: a `Pending`
