@@ -28,7 +28,7 @@ mod context;
 mod history;
 mod measure;
 mod report;
-mod servers;
+pub(super) mod servers;
 mod testbed;
 mod tools;
 mod wrk;

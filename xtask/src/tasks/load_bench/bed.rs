@@ -4,6 +4,7 @@
 //! ```text
 //!  pod (cgroup, loadgen)      node (agent :15001)                 ext
 //!  10.200.1.2   -->  10.200.1.1 | 10.200.2.1   -->  10.200.2.2  echo :7000, sink :7001, nginx :80
+//!                                                                and :443 (TLS, a test CA)
 //!                                              -->  10.200.3.2  (routed to ext, which drops it:
 //!                                                               a blackhole route, no ICMP)
 //! ```
@@ -21,12 +22,14 @@ use xtask::netlab::{
 
 use super::probe::{self, Memory, Sampler};
 use super::servers::{Nginx, TcpServers};
+use crate::tasks::bench::servers::{HOSTNAME, Pki};
 
 /// The black-holed upstream address: routed from the node into ext, dropped there.
 pub const HOLE_V4: Ipv4Addr = Ipv4Addr::new(10, 200, 3, 2);
 const HOLE_NET: &str = "10.200.3.0/24";
 
-/// A Backend the clients dial: its real address and, for HTTP, the Host to send.
+/// A Backend the clients dial: its real address and, for clients that speak HTTP, the
+/// Host to send.
 #[derive(Debug, Clone, Copy)]
 pub struct Target {
     pub addr: SocketAddr,
@@ -34,6 +37,10 @@ pub struct Target {
     /// `metadata.name` (namespace `load`).
     name: &'static str,
     hostname: &'static str,
+    /// `spec.protocol`.
+    protocol: &'static str,
+    /// Whether the agent originates TLS (`mode: ServerOnly` against the bed's CA).
+    tls: bool,
 }
 
 impl Target {
@@ -55,6 +62,8 @@ const fn target(
         http: if http { Some(hostname) } else { None },
         name,
         hostname,
+        protocol: if http { "HTTP" } else { "TCP" },
+        tls: false,
     }
 }
 
@@ -63,7 +72,14 @@ pub const SINK: Target = target(EXT_V4, 7001, "sink", "sink.load.test", false);
 pub const WEB: Target = target(EXT_V4, 80, "web", "web.load.test", true);
 pub const HOLE: Target = target(HOLE_V4, 7002, "hole", "hole.load.test", false);
 pub const HOLE_WEB: Target = target(HOLE_V4, 80, "holeweb", "holeweb.load.test", true);
-const ALL: [Target; 5] = [ECHO, SINK, WEB, HOLE, HOLE_WEB];
+/// nginx over TLS behind a bytes Backend: clients send HTTP in plaintext, the agent's
+/// TLS relay carries it (the hostname is the one the bench's test certificate names).
+pub const TLS_WEB: Target = Target {
+    protocol: "TCP",
+    tls: true,
+    ..target(EXT_V4, 443, "tlsweb", HOSTNAME, true)
+};
+const ALL: [Target; 6] = [ECHO, SINK, WEB, HOLE, HOLE_WEB, TLS_WEB];
 
 /// Everything but the agent. Field order is drop order: servers, bpffs (releasing the
 /// pins detaches the hooks), namespaces and cgroup, then the directory.
@@ -99,9 +115,12 @@ impl Bed {
         }
         let backends = dir.path().join("backends");
         std::fs::create_dir(&backends)?;
-        std::fs::write(backends.join("load.yaml"), backend_yaml())?;
+        let pki = Pki::generate()?;
+        std::fs::write(backends.join("load.yaml"), backend_yaml(&pki.ca_pem))?;
         let nginx_dir = dir.path().join("nginx");
-        let nginx = Nginx::start(nginx, &topology.ext, &nginx_dir, WEB.addr)?;
+        std::fs::create_dir_all(&nginx_dir)?;
+        pki.write(&nginx_dir)?;
+        let nginx = Nginx::start(nginx, &topology.ext, &nginx_dir, WEB.addr, TLS_WEB.addr)?;
         let servers = TcpServers::start(loadgen, &topology.ext, ECHO.addr, SINK.addr)?;
         let bpffs = Bpffs::new()?;
         Ok(Bed {
@@ -280,21 +299,33 @@ fn is_timeout(e: &anyhow::Error) -> bool {
     })
 }
 
-/// Every Backend of the bench, namespace `load`.
-fn backend_yaml() -> String {
-    ALL.iter()
-        .map(|t| {
-            format!(
-                "apiVersion: gateway.networking.x-k8s.io/v1alpha1\nkind: XBackend\n\
-                 metadata: {{name: {}, namespace: load}}\n\
-                 spec:\n  type: ExternalHostname\n  externalHostname: {{hostname: {}}}\n  \
-                 port: {{port: {}}}\n  protocol: {}\n",
-                t.name,
-                t.hostname,
-                t.addr.port(),
-                if t.http.is_some() { "HTTP" } else { "TCP" }
-            )
-        })
+/// Every Backend of the bench, namespace `load`, and the ConfigMap of the CA that the
+/// TLS ones trust.
+fn backend_yaml(ca_pem: &str) -> String {
+    let tls = format!(
+        "  tls:\n    mode: ServerOnly\n    validation:\n      hostname: {HOSTNAME}\n      \
+         caCertificateRefs: [{{group: \"\", kind: ConfigMap, name: load-ca}}]\n"
+    );
+    let backends = ALL.iter().map(|t| {
+        format!(
+            "apiVersion: gateway.networking.x-k8s.io/v1alpha1\nkind: XBackend\n\
+             metadata: {{name: {}, namespace: load}}\n\
+             spec:\n  type: ExternalHostname\n  externalHostname: {{hostname: {}}}\n  \
+             port: {{port: {}}}\n  protocol: {}\n{}",
+            t.name,
+            t.hostname,
+            t.addr.port(),
+            t.protocol,
+            if t.tls { tls.as_str() } else { "" }
+        )
+    });
+    let ca: String = ca_pem.lines().map(|line| format!("    {line}\n")).collect();
+    let config_map = format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: load-ca, namespace: load}}\n\
+         data:\n  ca.crt: |\n{ca}"
+    );
+    backends
+        .chain(std::iter::once(config_map))
         .collect::<Vec<_>>()
         .join("---\n")
 }

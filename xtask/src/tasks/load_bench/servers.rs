@@ -1,5 +1,5 @@
-//! The upstreams in the ext namespace: nginx (plaintext HTTP, sized for 10,000+
-//! connections) and `loadgen serve` (a TCP echo and a sink that never reads). Each is a
+//! The upstreams in the ext namespace: nginx (HTTP in plaintext and over TLS, sized for
+//! 10,000+ connections) and `loadgen serve` (a TCP echo and a sink that never reads). Each is a
 //! guard: its process is killed on drop.
 
 use std::fs::File;
@@ -26,7 +26,14 @@ pub struct Nginx {
 }
 
 impl Nginx {
-    pub fn start(bin: &Path, ns: &Netns, dir: &Path, listen: SocketAddr) -> Result<Nginx> {
+    /// `dir` holds `server.crt` and `server.key` for `listen_tls`.
+    pub fn start(
+        bin: &Path,
+        ns: &Netns,
+        dir: &Path,
+        listen: SocketAddr,
+        listen_tls: SocketAddr,
+    ) -> Result<Nginx> {
         std::fs::create_dir_all(dir.join("www/files"))?;
         let big = File::create(dir.join("www/files/big")).context("creating the big file")?;
         big.set_len(BIG_FILE_BYTES).context("sizing the big file")?;
@@ -40,7 +47,10 @@ impl Nginx {
              http {{\n    access_log off;\n    default_type text/plain;\n    \
              keepalive_timeout 75s;\n    keepalive_requests 1000000;\n    sendfile on;\n\
              {temp}    root {d}/www;\n    server {{\n        listen {listen} backlog=8192;\n        \
-             location = / {{ return 200 \"ok\\n\"; }}\n        location /files/ {{ }}\n    }}\n}}\n",
+             location = / {{ return 200 \"ok\\n\"; }}\n        location /files/ {{ }}\n    }}\n    \
+             server {{\n        listen {listen_tls} ssl backlog=8192;\n        \
+             ssl_certificate {d}/server.crt;\n        ssl_certificate_key {d}/server.key;\n        \
+             location /files/ {{ }}\n    }}\n}}\n",
             temp = temp_paths(bin, dir)?,
         );
         let conf = dir.join("nginx.conf");

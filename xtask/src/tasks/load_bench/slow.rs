@@ -8,7 +8,7 @@ use anyhow::Result;
 use serde_json::Value;
 
 use super::BenchLoadArgs;
-use super::bed::{Bed, ECHO, MemoryUse, SINK, Target, WEB};
+use super::bed::{Bed, ECHO, MemoryUse, SINK, TLS_WEB, Target, WEB};
 use super::buffers::SmallBuffers;
 use super::probe;
 use super::servers::BIG_FILE;
@@ -28,6 +28,9 @@ pub enum Kind {
     NoreadTcp,
     /// HTTP clients ask for a large file and never read the response.
     NoreadHttp,
+    /// Clients ask a TLS bytes Backend (nginx over TLS) for a large file and never
+    /// read: the agent's TLS relay gathers whole records for a client that takes none.
+    NoreadTls,
     /// TCP clients send a large body to an upstream that never reads.
     Sink,
     /// TCP clients send one byte a second (echoed), then fall silent.
@@ -43,7 +46,7 @@ pub struct Case {
     pub target: Target,
 }
 
-pub const CASES: [Case; 5] = [
+pub const CASES: [Case; 6] = [
     Case {
         kind: Kind::NoreadTcp,
         label: "TCP clients send 4 MiB, never read (echo upstream)",
@@ -53,6 +56,11 @@ pub const CASES: [Case; 5] = [
         kind: Kind::NoreadHttp,
         label: "HTTP clients GET a 1 GiB file, never read",
         target: WEB,
+    },
+    Case {
+        kind: Kind::NoreadTls,
+        label: "TLS TCP Backend: clients GET a 1 GiB file, never read",
+        target: TLS_WEB,
     },
     Case {
         kind: Kind::Sink,
@@ -150,7 +158,7 @@ fn one(bed: &Bed, args: &BenchLoadArgs, case: Case) -> Result<Slow> {
     let mut cmd: Vec<String> = Vec::new();
     let mut arg = |items: &[&str]| cmd.extend(items.iter().map(|s| (*s).to_owned()));
     let mode = match case.kind {
-        Kind::NoreadTcp | Kind::NoreadHttp | Kind::Sink => "noread",
+        Kind::NoreadTcp | Kind::NoreadHttp | Kind::NoreadTls | Kind::Sink => "noread",
         Kind::TrickleTcp | Kind::TrickleHttp => "trickle",
     };
     let (addr, conns) = (t.addr.to_string(), args.slow_conns.to_string());
@@ -165,7 +173,7 @@ fn one(bed: &Bed, args: &BenchLoadArgs, case: Case) -> Result<Slow> {
     );
     match case.kind {
         Kind::NoreadTcp | Kind::Sink => arg(&["--bytes", &body, "--watch-secs", &watch]),
-        Kind::NoreadHttp => arg(&["--path", BIG_FILE, "--watch-secs", &watch]),
+        Kind::NoreadHttp | Kind::NoreadTls => arg(&["--path", BIG_FILE, "--watch-secs", &watch]),
         Kind::TrickleTcp => arg(&["--trickle-secs", &trickle, "--watch-secs", &watch]),
         Kind::TrickleHttp => arg(&["--trickle-secs", &head]),
     }

@@ -135,7 +135,7 @@ pub fn slow_verdict(ctx: &Context, s: &Slow) -> Option<Verdict> {
         }
         // As for TCP: the agent's side is what counts. A client that never reads sees
         // the close only once it reads what its socket still holds.
-        Kind::NoreadHttp => Some(Verdict::new(
+        Kind::NoreadHttp | Kind::NoreadTls => Some(Verdict::new(
             format!("{}: idle ones closed and counted", s.case.label),
             format!(
                 "idle_closed_total {counted} of {n}, {} still held by the agent after the case, the clients saw {} close within {} s",

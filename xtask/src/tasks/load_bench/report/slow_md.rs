@@ -59,9 +59,9 @@ pub fn write(
         );
         let opened = count(r, &["opened", "ok"]);
         let (did, closed, when) = match s.case.kind {
-            Kind::NoreadTcp | Kind::Sink | Kind::NoreadHttp => {
+            Kind::NoreadTcp | Kind::Sink | Kind::NoreadHttp | Kind::NoreadTls => {
                 let written = num(r, &["bytes_written"]);
-                let did = if s.case.kind == Kind::NoreadHttp {
+                let did = if matches!(s.case.kind, Kind::NoreadHttp | Kind::NoreadTls) {
                     format!("{opened} opened; sent the request, read nothing")
                 } else {
                     format!(
