@@ -22,6 +22,16 @@ use crate::support::{
 /// A bed with one `protocol` Backend originating TLS to nginx on 8443 (HTTP/2 offered),
 /// whose server block has `extra` directives.
 fn tls_bed(protocol: &str, extra: &'static str, agent_args: &[&str]) -> (HttpBed, Nginx) {
+    tls_bed_speaking(protocol, true, extra, agent_args)
+}
+
+/// The same, with nginx offering HTTP/2 in ALPN or not (`http2`).
+fn tls_bed_speaking(
+    protocol: &str,
+    http2: bool,
+    extra: &'static str,
+    agent_args: &[&str],
+) -> (HttpBed, Nginx) {
     let ca = Ca::new("test CA");
     let leaf = ca.server(&[API_HOST]);
     let t = HttpBed::new(
@@ -30,6 +40,7 @@ fn tls_bed(protocol: &str, extra: &'static str, agent_args: &[&str]) -> (HttpBed
     );
     let site = Site {
         extra,
+        http2,
         ..Site::tls(TLS_PORT, API_HOST, &leaf)
     };
     let nginx = Nginx::start(&t.bed.topo.ext, &[site]);
@@ -84,9 +95,11 @@ fn span(request: &Value) -> (f64, f64) {
 }
 
 /// `clients` curl runs at once, each downloading a 256 KiB file that nginx sends at
-/// 128 KiB/s (2 s), through a `protocol` Backend; returns what nginx logged, after
-/// checking that every download was complete and that they overlapped at the server.
+/// 128 KiB/s (2 s), through a `protocol` Backend; returns what nginx logged of them,
+/// after checking that every download was complete and that they overlapped at the
+/// server.
 fn concurrent_downloads(t: &HttpBed, nginx: &Nginx, clients: usize) -> Vec<Value> {
+    let before = nginx.requests().len();
     nginx.file("quarter", 256 * 1024);
     let target = url(API_HOST, TLS_PORT, "/paced/quarter");
     let running: Vec<curl::Running> = (0..clients)
@@ -96,7 +109,7 @@ fn concurrent_downloads(t: &HttpBed, nginx: &Nginx, clients: usize) -> Vec<Value
         response.assert_status(200);
         assert_eq!(response.body.len(), 256 * 1024);
     }
-    let requests = nginx.wait_for_requests(clients);
+    let requests = nginx.wait_for_requests(before + clients).split_off(before);
     assert_eq!(requests.len(), clients, "{requests:?}");
     let spans: Vec<(f64, f64)> = requests.iter().map(span).collect();
     let last_start = spans.iter().map(|s| s.0).fold(f64::MIN, f64::max);
@@ -130,6 +143,44 @@ fn http11_backend_opens_a_connection_per_concurrent_request() {
     let (t, nginx) = tls_bed("HTTP11", "", &[]);
     concurrent_downloads(&t, &nginx, 4);
     assert_eq!(nginx.connections().len(), 4, "{:?}", nginx.requests());
+}
+
+/// `protocol: HTTP` with TLS offers h2 and HTTP/1.1 in ALPN, and this server picks
+/// HTTP/1.1: concurrent first requests dial a connection each, and the next ones reuse
+/// them. None is dialed twice: the first requests used to go through the shared pool
+/// while the protocol was unknown, and its connections then sat idle while the next
+/// requests dialed connections of their own.
+#[test]
+fn first_requests_to_a_server_that_picks_http11_dial_once_each() {
+    let (t, nginx) = tls_bed_speaking("HTTP", false, "", &[]);
+    for round in 0..2 {
+        let requests = concurrent_downloads(&t, &nginx, 4);
+        assert!(
+            requests.iter().all(|r| field(r, "protocol") == "HTTP/1.1"),
+            "round {round}: {requests:?}"
+        );
+    }
+    let connections = nginx.connections();
+    assert_eq!(connections.len(), 4, "{:?}", nginx.requests());
+    t.assert_sample(OPENED, &[("backend", API_BACKEND)], 4.0);
+}
+
+/// The same offer to a server that picks h2: the connection the first request dialed
+/// is handed to the shared pool, which sends that request on it and the next ones too.
+#[test]
+fn a_first_connection_on_which_the_server_picks_h2_carries_its_request() {
+    let (t, nginx) = tls_bed("HTTP", "", &[]);
+    for _ in 0..3 {
+        t.curl(&["--http1.1", &url(API_HOST, TLS_PORT, "/")])
+            .assert_status(200);
+    }
+    let requests = nginx.wait_for_requests(3);
+    assert!(
+        requests.iter().all(|r| field(r, "protocol") == "HTTP/2.0"),
+        "{requests:?}"
+    );
+    assert_eq!(nginx.connections().len(), 1, "{requests:?}");
+    t.assert_sample(OPENED, &[("backend", API_BACKEND)], 1.0);
 }
 
 /// nginx closes idle connections after 1 s; requests spaced around that keep working.

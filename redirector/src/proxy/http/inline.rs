@@ -20,7 +20,11 @@
 //! is polled, and a server may answer before it has read all of it (a 413, a 401) or
 //! stream its answer while it reads; hyper-util's connection task goes on writing it
 //! whatever the client does with the response. And only for HTTP/1 clients, where the
-//! upstream speaks HTTP/1.1: the rest goes through hyper-util's pool (`pool.rs`).
+//! upstream speaks HTTP/1.1, or may (TLS that offers both in ALPN, until a connection
+//! tells): the rest goes through hyper-util's pool (`pool.rs`). A new connection on which
+//! the server chose h2 goes there too, with the request: the pool's next dial takes it
+//! (`Dialer::hand_over`), so the first requests to such a Backend dial once each,
+//! whichever protocol the server picks.
 
 mod idle;
 #[cfg(test)]
@@ -148,8 +152,8 @@ impl<B: UpstreamBody> Lease<B> {
     /// `answered` is set to the responses the connection carried before this request
     /// once it is sent on one (for the 504's account). A request that a connection did
     /// not take (it closed before a byte of it was written) is sent once more, on a new
-    /// connection. A new connection on which the server chose h2 in ALPN is not used:
-    /// the request is given back for the shared pool.
+    /// connection. A new connection on which the server chose h2 in ALPN is handed over
+    /// to the shared pool, and the request is given back to go there.
     pub async fn send(
         &self,
         dialer: &impl Connect,
@@ -204,10 +208,17 @@ impl<B: UpstreamBody> Lease<B> {
                     let detail = format!("upstream {original} closed the connection at once");
                     return Err(ProxyError::new(HttpError::UpstreamError, detail));
                 }
-                let Some(held) = connect(dialer, original).await? else {
-                    self.speaks.h2();
-                    return Ok(None);
+                let held = match connect(dialer, original).await? {
+                    Dialed::Http1(held) => held,
+                    Dialed::H2(upstream) => {
+                        // The shared pool serves it from now on, starting with this
+                        // connection: no dial is wasted.
+                        self.speaks.h2();
+                        dialer.hand_over(upstream);
+                        return Ok(None);
+                    }
                 };
+                self.speaks.learn(http::Version::HTTP_11);
                 dialed = true;
                 *self.held() = Some(held);
                 continue;
@@ -303,6 +314,9 @@ enum NotSent<B> {
 /// Where a lease's new connections come from.
 pub trait Connect: Sync {
     fn connect(&self) -> impl Future<Output = Result<Upstream, DialError>> + Send;
+    /// Gives a new connection on which the server chose h2 to the shared pool, for the
+    /// request that goes there instead.
+    fn hand_over(&self, upstream: Upstream);
     /// The Backend, for logs.
     fn backend(&self) -> &str;
 }
@@ -312,21 +326,33 @@ impl Connect for Dialer {
         self.dial(None)
     }
 
+    fn hand_over(&self, upstream: Upstream) {
+        Dialer::hand_over(self, upstream);
+    }
+
     fn backend(&self) -> &str {
         &self.metrics.name
     }
 }
 
-/// A new upstream connection from `dialer`, with hyper's HTTP/1 handshake; `None` if
-/// the server chose h2 in ALPN.
+/// A new upstream connection.
+enum Dialed<B: UpstreamBody> {
+    /// HTTP/1.1, after hyper's handshake.
+    Http1(Held<B>),
+    /// The server chose h2 in ALPN.
+    H2(Upstream),
+}
+
+/// A new upstream connection from `dialer`, with hyper's HTTP/1 handshake unless the
+/// server chose h2 in ALPN.
 async fn connect<B: UpstreamBody>(
     dialer: &impl Connect,
     original: SocketAddr,
-) -> Result<Option<Held<B>>, ProxyError> {
+) -> Result<Dialed<B>, ProxyError> {
     let upstream =
         (dialer.connect().await).map_err(|error| ProxyError::new(error.kind, error.detail))?;
     if upstream.is_h2() {
-        return Ok(None);
+        return Ok(Dialed::H2(upstream));
     }
     let retiring = upstream.retiring();
     let (sender, connection) = http1::Builder::new()
@@ -334,7 +360,7 @@ async fn connect<B: UpstreamBody>(
         .handshake(TokioIo::new(upstream))
         .await
         .map_err(|error| ProxyError::from_client(&error, original))?;
-    Ok(Some(Held {
+    Ok(Dialed::Http1(Held {
         sender,
         connection: Box::pin(connection),
         answered: 0,

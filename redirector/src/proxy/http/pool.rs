@@ -215,7 +215,8 @@ impl Pools {
     }
 }
 
-/// What a pool's upstream speaks, as far as known: HTTP/1.1 ones are driven inline.
+/// What a pool's upstream speaks, as far as known: HTTP/1.1 ones, and those that may
+/// be, are driven inline.
 pub struct UpstreamSpeaks(AtomicU8);
 
 const UNKNOWN: u8 = 0;
@@ -225,7 +226,8 @@ const HTTP2: u8 = 2;
 impl UpstreamSpeaks {
     /// Known from the Backend where its protocol leaves one choice (HTTP2 and H2C are
     /// h2; cleartext HTTP, HTTP11 and MCP are HTTP/1.1); with TLS that offers h2 in ALPN
-    /// the server decides, and the pool's first response tells.
+    /// the server decides, and the first connection (or the pool's first response)
+    /// tells.
     pub fn of(protocol: Protocol, tls: Option<&ClientConfig>) -> Self {
         let offers_h2 = |config: &ClientConfig| config.alpn_protocols.iter().any(|p| p == H2);
         let known = match (protocol, tls) {
@@ -236,11 +238,19 @@ impl UpstreamSpeaks {
         Self(AtomicU8::new(known))
     }
 
-    pub fn http1(&self) -> bool {
+    /// Not known to speak h2: requests may go on HTTP/1.1 connections driven inline,
+    /// whose dial tells (`inline.rs`).
+    pub fn may_be_http1(&self) -> bool {
+        self.0.load(Ordering::Relaxed) != HTTP2
+    }
+
+    #[cfg(test)]
+    fn http1(&self) -> bool {
         self.0.load(Ordering::Relaxed) == HTTP1
     }
 
-    /// What a response from the shared pool tells, while nothing is known.
+    /// What a response from the shared pool, or a new connection, tells while nothing
+    /// is known.
     pub fn learn(&self, version: Version) {
         let speaks = if version == Version::HTTP_2 {
             HTTP2
@@ -319,7 +329,11 @@ mod tests {
         learning.learn(Version::HTTP_2);
         assert!(learning.http1(), "learned once");
         let picky = UpstreamSpeaks::of(Protocol::Http, Some(&both));
+        assert!(picky.may_be_http1(), "not known yet");
         picky.learn(Version::HTTP_2);
         assert!(!picky.http1());
+        assert!(!picky.may_be_http1());
+        let h2 = UpstreamSpeaks::of(Protocol::Http2, None);
+        assert!(!h2.may_be_http1());
     }
 }

@@ -235,7 +235,7 @@ impl Context {
         let inline = body_sent.is_none()
             && client_version != Version::HTTP_2
             && req.method() != Method::CONNECT;
-        if inline && pooled.speaks.http1() && !target.lease.busy() {
+        if inline && pooled.speaks.may_be_http1() && !target.lease.busy() {
             let host = &upstream_authority.host;
             match self.forward_inline(backend, target, host, req).await {
                 Ok(Sent::Pool(back)) => req = back,

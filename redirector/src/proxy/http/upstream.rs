@@ -8,7 +8,7 @@ use std::{
     net::SocketAddr,
     pin::Pin,
     sync::{
-        Arc,
+        Arc, Mutex,
         atomic::{AtomicBool, AtomicU64, Ordering},
     },
     task::{Context, Poll},
@@ -24,6 +24,7 @@ use rustls::ClientConfig;
 use tokio::{
     io::{AsyncRead, AsyncWrite, ReadBuf},
     net::TcpStream,
+    time::Instant,
 };
 
 use super::{error::HttpError, inline, metrics::BackendHttp};
@@ -122,6 +123,8 @@ pub struct Dialer {
     pub metrics: Arc<BackendHttp>,
     pub stats: Arc<Stats>,
     pub kernel_tls: Arc<KernelTls>,
+    /// New connections the inline path handed over, for the pool's next dials.
+    handed: Arc<HandedOver>,
 }
 
 impl Dialer {
@@ -139,7 +142,16 @@ impl Dialer {
             metrics,
             stats: shared.stats.clone(),
             kernel_tls: shared.kernel_tls.clone(),
+            handed: Arc::default(),
         }
+    }
+
+    /// Keeps `upstream`, new, on which the server chose h2, for the pool's next dial:
+    /// the request it was dialed for goes to the pool next (`inline.rs`). One the pool
+    /// does not take (it had an h2 connection to share by then) is closed after
+    /// [`HANDED_OVER_FOR`].
+    pub fn hand_over(&self, upstream: Upstream) {
+        self.handed.keep(upstream);
     }
 
     /// A connection with the Backend's ALPN offer, or `config` instead (upgrades).
@@ -196,8 +208,54 @@ impl tower_service::Service<Uri> for Dialer {
     /// The URI names the Backend's host for the request line; the address to dial is
     /// this pool's, whatever the URI says.
     fn call(&mut self, _: Uri) -> Self::Future {
+        if let Some(upstream) = self.handed.take() {
+            return Box::pin(std::future::ready(Ok(TokioIo::new(upstream))));
+        }
         let dialer = self.clone();
         Box::pin(async move { dialer.dial(None).await.map(TokioIo::new) })
+    }
+}
+
+/// How long a connection handed over to the pool waits for a dial to take it. The pool
+/// dials in the same poll in which it is given the request, so a second is plenty, and
+/// short next to any server's wait for a client's first bytes.
+const HANDED_OVER_FOR: Duration = Duration::from_secs(1);
+
+/// A pool's connections handed over by the inline path, newest last.
+#[derive(Default)]
+struct HandedOver(Mutex<Vec<(Instant, Upstream)>>);
+
+impl HandedOver {
+    fn list(&self) -> std::sync::MutexGuard<'_, Vec<(Instant, Upstream)>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Keeps `upstream` for [`HANDED_OVER_FOR`].
+    fn keep(self: &Arc<Self>, upstream: Upstream) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            // Outside the runtime (it is shutting down): nothing to keep it for.
+            return;
+        };
+        self.list().push((Instant::now(), upstream));
+        let handed = Arc::downgrade(self);
+        runtime.spawn(async move {
+            tokio::time::sleep(HANDED_OVER_FOR).await;
+            if let Some(handed) = handed.upgrade() {
+                handed.expire();
+            }
+        });
+    }
+
+    /// Closes those kept for [`HANDED_OVER_FOR`].
+    fn expire(&self) {
+        self.list()
+            .retain(|(since, _)| since.elapsed() < HANDED_OVER_FOR);
+    }
+
+    /// The newest one handed over less than [`HANDED_OVER_FOR`] ago; older ones close.
+    fn take(&self) -> Option<Upstream> {
+        self.expire();
+        self.list().pop().map(|(_, upstream)| upstream)
     }
 }
 

@@ -30,6 +30,10 @@ impl Connect for TestDial {
         Ok(Upstream::Plain(tcp))
     }
 
+    fn hand_over(&self, _: Upstream) {
+        unreachable!("the test server speaks HTTP/1.1 only");
+    }
+
     fn backend(&self) -> &str {
         "test/server"
     }

@@ -1,5 +1,6 @@
 //! Retiring a pooled connection: through hyper-util's pool, as the proxy's client uses
-//! it, against a local HTTP/1.1 server that counts the connections it accepts.
+//! it, against a local HTTP/1.1 server that counts the connections it accepts. And the
+//! connections the inline path hands over to the pool.
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
@@ -60,4 +61,49 @@ async fn only_a_connection_that_asks_is_retired() {
         described.contains("waiting for an upstream connection"),
         "{described}"
     );
+}
+
+/// A connection to a loopback listener, and the listener's end of it.
+async fn loopback_pair(listener: &tokio::net::TcpListener) -> (Upstream, TcpStream) {
+    let dialed = TcpStream::connect(listener.local_addr().unwrap());
+    let (dialed, accepted) = tokio::join!(dialed, listener.accept());
+    (Upstream::Plain(dialed.unwrap()), accepted.unwrap().0)
+}
+
+/// Whether the peer of `accepted` closed the connection.
+async fn closed(accepted: &mut TcpStream) -> bool {
+    use tokio::io::AsyncReadExt;
+    let mut byte = [0u8; 1];
+    matches!(accepted.read(&mut byte).await, Ok(0))
+}
+
+#[tokio::test(start_paused = true)]
+async fn handed_over_connections_are_taken_newest_first_and_closed_when_left() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let handed = Arc::new(HandedOver::default());
+    let (first, mut first_peer) = loopback_pair(&listener).await;
+    let (second, _second_peer) = loopback_pair(&listener).await;
+    let second_port = match &second {
+        Upstream::Plain(tcp) => tcp.local_addr().unwrap().port(),
+        _ => unreachable!(),
+    };
+    handed.keep(first);
+    tokio::time::advance(Duration::from_millis(500)).await;
+    handed.keep(second);
+    match handed.take() {
+        Some(Upstream::Plain(tcp)) => assert_eq!(tcp.local_addr().unwrap().port(), second_port),
+        _ => panic!("the newest connection is taken first"),
+    }
+    // The first one is left: its timer closes it once kept for a second (the timers
+    // start when their tasks first run, after the advance).
+    tokio::time::sleep(HANDED_OVER_FOR + Duration::from_millis(1)).await;
+    assert!(
+        handed.list().is_empty(),
+        "nothing kept after {HANDED_OVER_FOR:?}"
+    );
+    assert!(
+        closed(&mut first_peer).await,
+        "the connection left was closed"
+    );
+    assert!(handed.take().is_none());
 }
