@@ -149,7 +149,9 @@ pub(super) fn run(
     let ceilings = plan.ceilings.then(|| ceilings::measure(plan, &bed));
     if let Some(n) = agent_threads {
         setup.push(format!(
-            "redirector agent: {n} threads (tokio runtime defaults)"
+            "redirector agent: {n} OS threads (/proc/<pid>/task once it is up, in its last \
+             run): the runtime's one (`--worker-threads 1`) and helpers such as \
+             the Backend directory's file watcher"
         ));
     }
     for b in &bed.backends {
