@@ -183,6 +183,40 @@ fn a_first_connection_on_which_the_server_picks_h2_carries_its_request() {
     t.assert_sample(OPENED, &[("backend", API_BACKEND)], 1.0);
 }
 
+/// A request with a body goes through the shared pool, whose dial tells that the server
+/// picks h2: a request without one, sent while the upload is still going, shares that
+/// connection rather than dialing one of its own (which the pool would not use).
+#[test]
+fn a_dial_of_the_shared_pool_tells_the_next_requests_that_the_server_picks_h2() {
+    let (t, nginx) = tls_bed("HTTP", "", &[]);
+    let files = tempfile::tempdir().expect("upload dir");
+    let source = files.path().join("slow");
+    std::fs::write(&source, vec![b'x'; 384 * 1024]).expect("upload file");
+    let source = source.display().to_string();
+    let upload = url(API_HOST, TLS_PORT, "/upload/slow");
+    // 3 s at 128 KiB/s: the response comes only once nginx has read it all.
+    let args = ["--http1.1", "--limit-rate", "128K", "-T", &source, &upload];
+    let uploading = curl::spawn(&t.bed.topo, &args);
+    let backend = [("backend", API_BACKEND)];
+    t.wait_for_sample(OPENED, &backend, 1.0);
+    t.curl(&["--http1.1", &url(API_HOST, TLS_PORT, "/")])
+        .assert_status(200);
+    let requests = nginx.wait_for_requests(1);
+    assert_eq!(
+        requests.len(),
+        1,
+        "the GET came before the upload's end: {requests:?}"
+    );
+    uploading.finish().assert_status(201);
+    let requests = nginx.wait_for_requests(2);
+    assert!(
+        requests.iter().all(|r| field(r, "protocol") == "HTTP/2.0"),
+        "{requests:?}"
+    );
+    assert_eq!(nginx.connections().len(), 1, "{requests:?}");
+    t.assert_sample(OPENED, &backend, 1.0);
+}
+
 /// nginx closes idle connections after 1 s; requests spaced around that keep working.
 fn server_closing_idle_connections_is_invisible(protocol: &str) {
     let (t, nginx) = tls_bed(protocol, "keepalive_timeout 1s;", &[]);

@@ -23,8 +23,9 @@
 //! upstream speaks HTTP/1.1, or may (TLS that offers both in ALPN, until a connection
 //! tells): the rest goes through hyper-util's pool (`pool.rs`). A new connection on which
 //! the server chose h2 goes there too, with the request: the pool's next dial takes it
-//! (`Dialer::hand_over`), so the first requests to such a Backend dial once each,
-//! whichever protocol the server picks.
+//! (`Dialer::hand_over`), so the first requests to an HTTP/1.1 server dial once each,
+//! and those to an h2 server no more than before (one each, of which the pool keeps
+//! one to share).
 
 mod idle;
 #[cfg(test)]
@@ -211,8 +212,8 @@ impl<B: UpstreamBody> Lease<B> {
                 let held = match connect(dialer, original).await? {
                     Dialed::Http1(held) => held,
                     Dialed::H2(upstream) => {
-                        // The shared pool serves it from now on, starting with this
-                        // connection: no dial is wasted.
+                        // The shared pool serves it from now on: if it needs a new
+                        // connection for the request, it takes this one.
                         self.speaks.h2();
                         dialer.hand_over(upstream);
                         return Ok(None);

@@ -44,7 +44,8 @@ pub struct Pooled {
     pub client: UpstreamClient,
     pub dialer: Dialer,
     pub idle: Arc<IdleConnections>,
-    /// What the upstream speaks, as far as known: HTTP/1.1 upstreams are driven inline.
+    /// What the upstream speaks, as far as known: HTTP/1.1 upstreams, and those that may
+    /// be, are driven inline.
     pub speaks: Arc<UpstreamSpeaks>,
     pub metrics: Arc<BackendHttp>,
     /// Cancelled when the pool is dropped because its Backend changed: a client
@@ -140,16 +141,17 @@ impl Pools {
             return pooled.clone();
         }
         let metrics = shared.stats.http.of(&entry.backend.key.to_string());
-        let dialer = Dialer::new(shared, metrics.clone(), tls, to.clone());
+        let speaks = Arc::new(UpstreamSpeaks::of(
+            entry.backend.protocol,
+            tls.map(|tls| &*tls.config),
+        ));
+        let dialer = Dialer::new(shared, metrics.clone(), tls, to.clone()).telling(speaks.clone());
         let retired = CancellationToken::new();
         let pooled = Pooled {
             client: self.build(entry.backend.protocol, dialer.clone()),
             dialer,
             idle: IdleConnections::new(self.idle_timeout, retired.clone()),
-            speaks: Arc::new(UpstreamSpeaks::of(
-                entry.backend.protocol,
-                tls.map(|tls| &*tls.config),
-            )),
+            speaks,
             metrics,
             retired,
         };
@@ -226,8 +228,7 @@ const HTTP2: u8 = 2;
 impl UpstreamSpeaks {
     /// Known from the Backend where its protocol leaves one choice (HTTP2 and H2C are
     /// h2; cleartext HTTP, HTTP11 and MCP are HTTP/1.1); with TLS that offers h2 in ALPN
-    /// the server decides, and the first connection (or the pool's first response)
-    /// tells.
+    /// the server decides, and the first connection tells.
     pub fn of(protocol: Protocol, tls: Option<&ClientConfig>) -> Self {
         let offers_h2 = |config: &ClientConfig| config.alpn_protocols.iter().any(|p| p == H2);
         let known = match (protocol, tls) {
@@ -249,8 +250,8 @@ impl UpstreamSpeaks {
         self.0.load(Ordering::Relaxed) == HTTP1
     }
 
-    /// What a response from the shared pool, or a new connection, tells while nothing
-    /// is known.
+    /// What a new connection's ALPN, or a response from the shared pool, tells while
+    /// nothing is known.
     pub fn learn(&self, version: Version) {
         let speaks = if version == Version::HTTP_2 {
             HTTP2

@@ -222,7 +222,7 @@ impl Context {
                 true => "went on an upstream connection of its own, dialed for the upgrade",
                 false => "was still waiting for the upstream connection dialed for the upgrade",
             };
-            let response = self.response_within(backend, forwarding, async {}, waited);
+            let response = self.response_within(backend, forwarding, async {}, waited, None);
             return Ok((response.await??, None));
         }
         headers::keep_unsized_body(&mut req);
@@ -235,10 +235,17 @@ impl Context {
         let inline = body_sent.is_none()
             && client_version != Version::HTTP_2
             && req.method() != Method::CONNECT;
+        // Set when the inline path gives the request back for the pool: its response
+        // timeout has been running since then.
+        let mut counted_from = None;
         if inline && pooled.speaks.may_be_http1() && !target.lease.busy() {
             let host = &upstream_authority.host;
+            let since = tokio::time::Instant::now();
             match self.forward_inline(backend, target, host, req).await {
-                Ok(Sent::Pool(back)) => req = back,
+                Ok(Sent::Pool(back)) => {
+                    req = back;
+                    counted_from = Some(since);
+                }
                 Ok(Sent::Response(mut response, reused)) => {
                     pooled.metrics.used(reused);
                     let stripped = headers::strip_response(response.headers_mut(), client_version);
@@ -268,7 +275,8 @@ impl Context {
         let captured = capture_connection(&mut req);
         let sending = pooled.client.request(req);
         let waited = || UpstreamConnection::describe(&captured);
-        let response = (self.response_within(backend, sending, body_sent, waited)).await?;
+        let response = self.response_within(backend, sending, body_sent, waited, counted_from);
+        let response = response.await?;
         let mut response = response.map_err(|error| ProxyError::from_client(&error, original))?;
         pooled.speaks.learn(response.version());
         if let Some(connection) = response.extensions().get::<UpstreamConnection>() {
@@ -307,7 +315,7 @@ impl Context {
         let sending = target.lease.send(dialer, req, (original, &answered));
         let waited = || UpstreamConnection::describe_answered(answered.load(Ordering::Relaxed));
         let sent = self
-            .response_within(backend, sending, async {}, waited)
+            .response_within(backend, sending, async {}, waited, None)
             .await??;
         Ok(match sent {
             // Back in the pool's form.
@@ -324,13 +332,15 @@ impl Context {
     /// response timeout from the moment the request body has gone out (`body_sent`),
     /// so an upload may take as long as it takes. MCP streams may stay silent for long:
     /// only the idle timeout applies to them. `waited` says on what connection, if
-    /// any, the request was waiting.
+    /// any, the request was waiting. `counted_from`: when the timeout started for a
+    /// request that went another way first (without a body).
     async fn response_within<T, W: Display>(
         &self,
         backend: &Backend,
         sending: impl Future<Output = T>,
         body_sent: impl Future,
         waited: impl FnOnce() -> W,
+        counted_from: Option<tokio::time::Instant>,
     ) -> Result<T, ProxyError> {
         let mut sending = pin!(sending);
         if backend.protocol == Protocol::Mcp {
@@ -342,18 +352,21 @@ impl Context {
             _ = body_sent => {}
         }
         let timeout = self.shared.http.settings.response_timeout;
-        tokio::time::timeout(timeout, sending).await.map_err(|_| {
-            ProxyError::new(
-                HttpError::UpstreamTimeout,
-                format!(
-                    "no response from {} (Backend {}) within {timeout:?}, counted from \
+        let deadline = counted_from.unwrap_or_else(tokio::time::Instant::now) + timeout;
+        tokio::time::timeout_at(deadline, sending)
+            .await
+            .map_err(|_| {
+                ProxyError::new(
+                    HttpError::UpstreamTimeout,
+                    format!(
+                        "no response from {} (Backend {}) within {timeout:?}, counted from \
                      the end of the request body: the request {}",
-                    self.routed.original,
-                    backend.key,
-                    waited()
-                ),
-            )
-        })
+                        self.routed.original,
+                        backend.key,
+                        waited()
+                    ),
+                )
+            })
     }
 
     /// The proxy's own answer, counted and logged, in the access log too (`asked`: when

@@ -15,7 +15,7 @@ use std::{
     time::Duration,
 };
 
-use http::Uri;
+use http::{Uri, Version};
 use hyper_util::{
     client::legacy::connect::{CaptureConnection, Connected, Connection},
     rt::TokioIo,
@@ -27,7 +27,7 @@ use tokio::{
     time::Instant,
 };
 
-use super::{error::HttpError, inline, metrics::BackendHttp};
+use super::{error::HttpError, inline, metrics::BackendHttp, pool::UpstreamSpeaks};
 use crate::{
     datapath::AgentSockets,
     proxy::{
@@ -125,6 +125,8 @@ pub struct Dialer {
     pub kernel_tls: Arc<KernelTls>,
     /// New connections the inline path handed over, for the pool's next dials.
     handed: Arc<HandedOver>,
+    /// The pool's account of what its upstream speaks, told by each dial's ALPN.
+    speaks: Option<Arc<UpstreamSpeaks>>,
 }
 
 impl Dialer {
@@ -143,13 +145,23 @@ impl Dialer {
             stats: shared.stats.clone(),
             kernel_tls: shared.kernel_tls.clone(),
             handed: Arc::default(),
+            speaks: None,
+        }
+    }
+
+    /// The same, telling `speaks` what the server chose in ALPN on every dial with the
+    /// Backend's offer (the pool's dialer).
+    pub fn telling(self, speaks: Arc<UpstreamSpeaks>) -> Self {
+        Self {
+            speaks: Some(speaks),
+            ..self
         }
     }
 
     /// Keeps `upstream`, new, on which the server chose h2, for the pool's next dial:
     /// the request it was dialed for goes to the pool next (`inline.rs`). One the pool
-    /// does not take (it had an h2 connection to share by then) is closed after
-    /// [`HANDED_OVER_FOR`].
+    /// does not take (it had an h2 connection to share, or to wait for, by then) is
+    /// closed after [`HANDED_OVER_FOR`].
     pub fn hand_over(&self, upstream: Upstream) {
         self.handed.keep(upstream);
     }
@@ -166,6 +178,8 @@ impl Dialer {
         let upstream = match &self.tls {
             None => Upstream::Plain(tcp),
             Some(tls) => {
+                // Only the Backend's own offer tells what the server speaks.
+                let speaks = self.speaks.as_ref().filter(|_| config.is_none());
                 let config = config.unwrap_or_else(|| tls.config.clone());
                 let bounded = self.kernel_tls.enabled();
                 let stream = tcp::handshake_with(tls, config, tcp, self.connect_timeout, bounded)
@@ -175,6 +189,13 @@ impl Dialer {
                         detail: format!("{to}: {}", refused.detail),
                     })?;
                 let h2 = stream.get_ref().1.alpn_protocol() == Some(H2);
+                if let Some(speaks) = speaks {
+                    speaks.learn(if h2 {
+                        Version::HTTP_2
+                    } else {
+                        Version::HTTP_11
+                    });
+                }
                 match self.kernel_tls.offload(stream) {
                     Ok(Offload::Kernel(stream)) => {
                         self.stats.kernel_tls_connection();
@@ -216,9 +237,10 @@ impl tower_service::Service<Uri> for Dialer {
     }
 }
 
-/// How long a connection handed over to the pool waits for a dial to take it. The pool
-/// dials in the same poll in which it is given the request, so a second is plenty, and
-/// short next to any server's wait for a client's first bytes.
+/// How long a connection handed over to the pool waits for a dial to take it. A pool
+/// with no connection to share dials in the same poll in which it is given the request,
+/// so a second is plenty, and short next to any server's wait for a client's first
+/// bytes.
 const HANDED_OVER_FOR: Duration = Duration::from_secs(1);
 
 /// A pool's connections handed over by the inline path, newest last.
