@@ -250,8 +250,7 @@ impl UpstreamSpeaks {
         self.0.load(Ordering::Relaxed) == HTTP1
     }
 
-    /// What a new connection's ALPN, or a response from the shared pool, tells while
-    /// nothing is known.
+    /// What a new connection's ALPN tells while nothing is known.
     pub fn learn(&self, version: Version) {
         let speaks = if version == Version::HTTP_2 {
             HTTP2

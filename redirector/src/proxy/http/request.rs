@@ -241,7 +241,7 @@ impl Context {
         if inline && pooled.speaks.may_be_http1() && !target.lease.busy() {
             let host = &upstream_authority.host;
             let since = tokio::time::Instant::now();
-            match self.forward_inline(backend, target, host, req).await {
+            match self.forward_inline(backend, target, host, req, since).await {
                 Ok(Sent::Pool(back)) => {
                     req = back;
                     counted_from = Some(since);
@@ -276,9 +276,7 @@ impl Context {
         let sending = pooled.client.request(req);
         let waited = || UpstreamConnection::describe(&captured);
         let response = self.response_within(backend, sending, body_sent, waited, counted_from);
-        let response = response.await?;
-        let mut response = response.map_err(|error| ProxyError::from_client(&error, original))?;
-        pooled.speaks.learn(response.version());
+        let mut response = (response.await?).map_err(|e| ProxyError::from_client(&e, original))?;
         if let Some(connection) = response.extensions().get::<UpstreamConnection>() {
             pooled.metrics.used(connection.reused());
             if shared.kernel_tls.enabled() && connection.retire_if_asked(&captured) {
@@ -296,13 +294,14 @@ impl Context {
 
     /// Sends `req` (formed for the shared pool, without a body) on an upstream HTTP/1
     /// connection this client connection's task drives (`inline.rs`), within the
-    /// response timeout.
+    /// response timeout counted from `since`.
     async fn forward_inline(
         &self,
         backend: &Backend,
         target: &Target,
         host: &HeaderValue,
         mut req: Request<RequestBody>,
+        since: tokio::time::Instant,
     ) -> Result<Sent, ProxyError> {
         // What hyper-util's client does for the pool: Host from the URI's authority,
         // and the request line in origin-form.
@@ -315,7 +314,7 @@ impl Context {
         let sending = target.lease.send(dialer, req, (original, &answered));
         let waited = || UpstreamConnection::describe_answered(answered.load(Ordering::Relaxed));
         let sent = self
-            .response_within(backend, sending, async {}, waited, None)
+            .response_within(backend, sending, async {}, waited, Some(since))
             .await??;
         Ok(match sent {
             // Back in the pool's form.
@@ -332,8 +331,8 @@ impl Context {
     /// response timeout from the moment the request body has gone out (`body_sent`),
     /// so an upload may take as long as it takes. MCP streams may stay silent for long:
     /// only the idle timeout applies to them. `waited` says on what connection, if
-    /// any, the request was waiting. `counted_from`: when the timeout started for a
-    /// request that went another way first (without a body).
+    /// any, the request was waiting. `counted_from`: when the timeout started, for a
+    /// request without a body (one the inline path gave back keeps its start).
     async fn response_within<T, W: Display>(
         &self,
         backend: &Backend,
