@@ -129,13 +129,14 @@ impl Body for Metered {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        if let Some(driver) = &self.driver {
-            // Reads what the upstream sent on into `inner`.
-            driver.drive(cx);
+        let this = &mut *self;
+        let inner = Pin::new(&mut this.inner);
+        let polled = match &this.driver {
+            // Reads what the upstream sent on into `inner` first.
+            Some(driver) => driver.poll_body(cx, |own| inner.poll_frame(own)),
+            None => inner.poll_frame(cx),
         }
-        let polled = Pin::new(&mut self.inner)
-            .poll_frame(cx)
-            .map_err(BoxError::from);
+        .map_err(BoxError::from);
         match &polled {
             Poll::Ready(Some(Ok(frame))) => {
                 if let Some(data) = frame.data_ref() {

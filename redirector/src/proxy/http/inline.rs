@@ -28,6 +28,7 @@
 //! one to share).
 
 mod idle;
+mod own_wakes;
 #[cfg(test)]
 mod tests;
 
@@ -51,6 +52,7 @@ use hyper::{
 use hyper_util::rt::TokioIo;
 
 pub use idle::IdleConnections;
+use own_wakes::OwnWakes;
 
 use super::{
     body::{BoxError, RequestBody},
@@ -99,6 +101,9 @@ pub struct Lease<B: UpstreamBody = RequestBody> {
     held: Mutex<Option<Held<B>>>,
     idle: Arc<IdleConnections<B>>,
     speaks: Arc<UpstreamSpeaks>,
+    /// The waker the connection and what it hands over are polled with
+    /// (`own_wakes.rs`).
+    own: OwnWakes,
 }
 
 impl<B: UpstreamBody> Lease<B> {
@@ -107,6 +112,7 @@ impl<B: UpstreamBody> Lease<B> {
             held: Mutex::new(None),
             idle,
             speaks,
+            own: OwnWakes::new(),
         }
     }
 
@@ -120,15 +126,28 @@ impl<B: UpstreamBody> Lease<B> {
         self.held().is_some()
     }
 
-    /// Moves the held connection on, from the response body's poll: what the upstream
-    /// sent reaches the body.
-    pub fn drive(&self, cx: &mut Context<'_>) {
+    /// Moves the held connection on.
+    fn drive(&self, cx: &mut Context<'_>) {
         let mut guard = self.held();
         if let Some(held) = guard.as_mut()
             && !held.drive(cx)
         {
             *guard = None;
         }
+    }
+
+    /// Polls the response body that the held connection feeds (`poll`), after moving
+    /// the connection on so that what the upstream sent reaches the body; neither wakes
+    /// the task for what the other hands it (`own_wakes.rs`).
+    pub fn poll_body<T>(
+        &self,
+        cx: &mut Context<'_>,
+        poll: impl FnOnce(&mut Context<'_>) -> Poll<T>,
+    ) -> Poll<T> {
+        self.own.poll(cx, |own| {
+            self.drive(own);
+            poll(own)
+        })
     }
 
     /// The response of the request in flight is done with: `complete`, and the
@@ -225,22 +244,24 @@ impl<B: UpstreamBody> Lease<B> {
                 continue;
             };
             let ready = poll_fn(|cx| {
-                let mut guard = self.held();
-                let Some(held) = guard.as_mut() else {
-                    return Poll::Ready(false);
-                };
-                if held.retiring() {
-                    tracing::info!(
-                        backend = dialer.backend(),
-                        "kernel TLS: an upstream connection nears its cipher's record limit \
-                         (the kernel does not rekey); new requests go to a fresh one"
-                    );
-                }
-                if !held.drive(cx) || held.retiring() {
-                    *guard = None;
-                    return Poll::Ready(false);
-                }
-                held.sender.poll_ready(cx).map(|ready| ready.is_ok())
+                self.own.poll(cx, |cx| {
+                    let mut guard = self.held();
+                    let Some(held) = guard.as_mut() else {
+                        return Poll::Ready(false);
+                    };
+                    if held.retiring() {
+                        tracing::info!(
+                            backend = dialer.backend(),
+                            "kernel TLS: an upstream connection nears its cipher's record \
+                             limit (the kernel does not rekey); new requests go to a fresh one"
+                        );
+                    }
+                    if !held.drive(cx) || held.retiring() {
+                        *guard = None;
+                        return Poll::Ready(false);
+                    }
+                    held.sender.poll_ready(cx).map(|ready| ready.is_ok())
+                })
             });
             if ready.await {
                 return Ok(Some(reused));
@@ -264,13 +285,16 @@ impl<B: UpstreamBody> Lease<B> {
                 return Err(NotSent::Untaken(req, "no upstream connection".into()));
             };
             answered.store(held.answered, Ordering::Relaxed);
-            held.sender.try_send_request(req)
+            // The connection is driven next, in this same poll.
+            self.own.quietly(|| held.sender.try_send_request(req))
         };
         let mut sending = std::pin::pin!(sending);
         let response = poll_fn(|cx| {
-            // A closed connection's error reaches `sending` next.
-            self.drive(cx);
-            sending.as_mut().poll(cx)
+            self.own.poll(cx, |own| {
+                // A closed connection's error reaches `sending` next.
+                self.drive(own);
+                sending.as_mut().poll(own)
+            })
         })
         .await;
         let mut guard = self.held();
