@@ -97,11 +97,11 @@ impl OwnWakes {
                 *task = Some(cx.waker().clone());
             }
         }
-        let polled = self.window(|| work(&mut Context::from_waker(&self.waker)));
-        if polled.1 && polled.0.is_pending() {
+        let (polled, woken) = self.window(|| work(&mut Context::from_waker(&self.waker)));
+        if woken && polled.is_pending() {
             cx.waker().wake_by_ref();
         }
-        polled.0
+        polled
     }
 
     /// Runs `work` and drops the wakes it causes: only for work after which the task
@@ -110,7 +110,8 @@ impl OwnWakes {
         self.window(work).0
     }
 
-    /// `work`'s result, and whether a wake came while it ran.
+    /// `work`'s result, and whether a wake came while it ran. Windows do not nest: the
+    /// lease opens one at a time, from the one task that polls it.
     fn window<T>(&self, work: impl FnOnce() -> T) -> (T, bool) {
         self.relay.state.store(HOLDING, Ordering::Release);
         let done = work();
