@@ -11,13 +11,17 @@
 //! response arriving) do the work (bench/README.md, levers).
 //!
 //! So the lease hands its connection and the futures fed by it [`OwnWakes`]' waker and
-//! does its work in windows ([`OwnWakes::poll`], [`OwnWakes::quietly`]). Outside a
-//! window (the connection's socket became ready) a wake goes to the task. Inside one it
-//! is held, and dropped only when the task is sure to drive the connection again
-//! anyway: the window's work got what it waited for (the caller polls on: hyper asks the
-//! body for its next chunk; an exchange that ended gives the connection back). A window
-//! whose work is still pending passes a held wake on, so a wake asked for while polling
-//! (tokio's cooperative yield) is never lost.
+//! does its work in windows ([`OwnWakes::poll`], [`OwnWakes::quietly`]), one at a time,
+//! from the one task that polls the lease. Outside a window (the connection's socket
+//! became ready) a wake goes to the task. Inside one it is held, and dropped only when
+//! the window's work got what it waited for. That is safe because everything the waker
+//! is registered with (socket readiness, hyper's channels) keeps its state until it is
+//! polled again, and because the lease's caller then polls on without being woken:
+//! after the response head hyper's server asks the body for its first chunk, after a
+//! chunk for the next one (or waits for the client's socket, with the task's own
+//! waker), and an exchange that ended gives the connection back. A window whose work is
+//! still pending passes a held wake on: hyper's yield after 16 rounds of its dispatch
+//! loop, tokio-rustls's wake of itself, a wake from the I/O driver of another thread.
 
 use std::{
     sync::{
@@ -57,8 +61,9 @@ impl Wake for Relay {
         match (self.state).compare_exchange(HOLDING, HELD, Ordering::AcqRel, Ordering::Acquire) {
             Ok(_) | Err(HELD) => {}
             Err(_) => {
-                if let Some(task) = self.task().as_ref() {
-                    task.wake_by_ref();
+                let task = self.task().clone();
+                if let Some(task) = task {
+                    task.wake();
                 }
             }
         }
@@ -110,13 +115,33 @@ impl OwnWakes {
         self.window(work).0
     }
 
-    /// `work`'s result, and whether a wake came while it ran. Windows do not nest: the
-    /// lease opens one at a time, from the one task that polls it.
+    /// `work`'s result, and whether a wake came while it ran.
     fn window<T>(&self, work: impl FnOnce() -> T) -> (T, bool) {
-        self.relay.state.store(HOLDING, Ordering::Release);
+        let window = Window::open(&self.relay);
         let done = work();
-        let woken = self.relay.state.swap(OPEN, Ordering::AcqRel) == HELD;
-        (done, woken)
+        (done, window.close())
+    }
+}
+
+/// An open window; closed again if the work panics, so that wakes reach the task.
+struct Window<'a>(&'a Relay);
+
+impl<'a> Window<'a> {
+    fn open(relay: &'a Relay) -> Self {
+        let before = relay.state.swap(HOLDING, Ordering::AcqRel);
+        debug_assert_eq!(before, OPEN, "a lease's windows do not nest");
+        Self(relay)
+    }
+
+    /// Whether a wake came while it was open.
+    fn close(self) -> bool {
+        self.0.state.swap(OPEN, Ordering::AcqRel) == HELD
+    }
+}
+
+impl Drop for Window<'_> {
+    fn drop(&mut self) {
+        self.0.state.store(OPEN, Ordering::Release);
     }
 }
 
@@ -169,7 +194,8 @@ mod tests {
         });
         assert!(done.is_ready());
         assert_eq!(task.0.load(Ordering::Relaxed), 1, "dropped");
-        // Woken while the work runs, the work still waiting (a cooperative yield).
+        // Woken while the work runs, the work still waiting (hyper yielding after 16
+        // rounds of its dispatch loop, say).
         let yielded = own.poll(&mut cx, |_| {
             registered.wake_by_ref();
             registered.wake_by_ref();

@@ -84,7 +84,13 @@ async fn read_body(lease: &Lease<TestBody>, response: Response<Incoming>) -> Vec
     poll_fn(|cx| {
         loop {
             match lease.poll_body(cx, |own| Pin::new(&mut body).poll_frame(own)) {
-                Poll::Ready(Some(Ok(frame))) => read.extend_from_slice(frame.data_ref().unwrap()),
+                Poll::Ready(Some(Ok(frame))) => {
+                    read.extend_from_slice(frame.data_ref().unwrap());
+                    // As hyper's server does: a body at its end is polled no more.
+                    if body.is_end_stream() {
+                        return Poll::Ready(());
+                    }
+                }
                 Poll::Ready(Some(Err(error))) => panic!("response body: {error}"),
                 Poll::Ready(None) => return Poll::Ready(()),
                 Poll::Pending => return Poll::Pending,
@@ -182,6 +188,61 @@ async fn a_request_and_its_response_wake_the_task_only_from_the_sockets() {
     let (reused, woken) = self_wakes(get(&lease, &dial)).await;
     assert!(reused);
     assert_eq!(woken, 0, "a connection lent again");
+}
+
+/// A server that answers every request on a connection with `size` bytes, written in
+/// pieces of 4 KiB with a pause now and then, so that the reader waits for most of them.
+async fn trickling_server(size: usize) -> TestDial {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let (mut tcp, _) = listener.accept().await.unwrap();
+            tokio::spawn(async move {
+                let mut request = [0u8; 1024];
+                // Until the client goes.
+                while tcp.read(&mut request).await.unwrap_or(0) > 0 {
+                    let head = format!("HTTP/1.1 200 OK\r\ncontent-length: {size}\r\n\r\n");
+                    if tcp.write_all(head.as_bytes()).await.is_err() {
+                        return;
+                    }
+                    for (i, piece) in vec![7u8; size].chunks(4096).enumerate() {
+                        if tcp.write_all(piece).await.is_err() {
+                            return;
+                        }
+                        if i % 8 == 0 {
+                            tokio::time::sleep(Duration::from_millis(1)).await;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    TestDial(addr)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bodies_that_arrive_piece_by_piece_are_read_to_the_end_on_any_runtime() {
+    // The upstream's socket wakes the task from the I/O driver, on either thread, also
+    // while the lease's window is open: held wakes must reach the task whenever the
+    // body still waits (`own_wakes.rs`).
+    let size = 4 << 20;
+    let dial = trickling_server(size).await;
+    let idle = idle(Duration::from_secs(60));
+    let lease = Arc::new(lease(&idle));
+    for round in 0..3 {
+        let lease = lease.clone();
+        let dial = TestDial(dial.0);
+        let read = tokio::time::timeout(Duration::from_secs(30), async move {
+            let (_, response) = send(&lease, &dial).await;
+            read_body(&lease, response).await
+        });
+        let read = read
+            .await
+            .unwrap_or_else(|_| panic!("round {round}: stalled"));
+        assert_eq!(read.len(), size, "round {round}");
+    }
 }
 
 #[tokio::test]
