@@ -238,7 +238,7 @@ impl<B: UpstreamBody> Lease<B> {
                         return Ok(None);
                     }
                 };
-                self.speaks.learn(http::Version::HTTP_11);
+                // The pool's dialer has told `speaks` the server's ALPN choice already.
                 dialed = true;
                 *self.held() = Some(held);
                 continue;
