@@ -46,21 +46,28 @@ pub struct LogFields {
     pub path: String,
 }
 
+/// Where an upstream response's body comes from.
+pub enum Upstreamed {
+    /// hyper's client, through the shared pool.
+    Pool(Incoming),
+    /// The upstream connection this client connection reads itself (`inline.rs`), let
+    /// go of once, when the body ends or is dropped: the lease then gives the connection
+    /// back to the pool, or closes it.
+    Lease(Option<Arc<Lease>>),
+}
+
 /// Wraps the upstream `response`'s body, passed through as it streams, so that its end
-/// (or the client going away) is recorded. `driver`: the upstream connection the body
-/// comes from, when this client connection drives it itself (`inline.rs`).
+/// (or the client going away) is recorded.
 pub fn metered(
-    response: Response<Incoming>,
+    response: Response<Upstreamed>,
     completion: Completion,
     shared: Arc<Shared>,
-    driver: Option<Arc<Lease>>,
 ) -> Response<ProxyBody> {
     let status = response.status().as_u16();
     let version = response.version();
     response.map(|inner| {
         Metered {
             inner,
-            driver,
             bytes: 0,
             record: Some(Record {
                 completion,
@@ -80,11 +87,9 @@ struct Record {
     shared: Arc<Shared>,
 }
 
+/// A response body that records its request when it ends.
 struct Metered {
-    inner: Incoming,
-    /// Let go of once, when the body ends or is dropped: the lease then gives its
-    /// connection back to the pool, or closes it.
-    driver: Option<Arc<Lease>>,
+    inner: Upstreamed,
     bytes: u64,
     record: Option<Record>,
 }
@@ -121,6 +126,17 @@ impl Metered {
     }
 }
 
+impl Metered {
+    /// The lease's connection is done with, `complete` or cut short.
+    fn let_go(&mut self, complete: bool) {
+        if let Upstreamed::Lease(lease) = &mut self.inner
+            && let Some(lease) = lease.take()
+        {
+            lease.ended(complete);
+        }
+    }
+}
+
 impl Body for Metered {
     type Data = Bytes;
     type Error = BoxError;
@@ -129,45 +145,49 @@ impl Body for Metered {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        let this = &mut *self;
-        let inner = Pin::new(&mut this.inner);
-        let polled = match &this.driver {
-            // Reads what the upstream sent on into `inner` first.
-            Some(driver) => driver.poll_body(cx, |own| inner.poll_frame(own)),
-            None => inner.poll_frame(cx),
-        }
-        .map_err(BoxError::from);
+        let polled = match &mut self.inner {
+            Upstreamed::Pool(body) => Pin::new(body).poll_frame(cx).map_err(BoxError::from),
+            Upstreamed::Lease(Some(lease)) => lease.poll_frame(cx),
+            Upstreamed::Lease(None) => Poll::Ready(None),
+        };
         match &polled {
             Poll::Ready(Some(Ok(frame))) => {
                 if let Some(data) = frame.data_ref() {
                     self.bytes += data.len() as u64;
-                } else if frame.is_trailers()
-                    && let Some(driver) = self.driver.take()
-                {
+                } else if frame.is_trailers() {
                     // Trailers end a chunked body: hyper's server writes them and
                     // polls no further, and the upstream connection is done with it.
-                    driver.ended(true);
+                    self.let_go(true);
                 }
             }
             Poll::Ready(None) => {
                 self.finish();
-                if let Some(driver) = self.driver.take() {
-                    // The connection can carry the next request, of any client.
-                    driver.ended(true);
-                }
+                // The connection can carry the next request, of any client.
+                self.let_go(true);
             }
-            Poll::Ready(Some(Err(_))) => self.finish(),
+            Poll::Ready(Some(Err(_))) => {
+                self.finish();
+                self.let_go(false);
+            }
             Poll::Pending => {}
         }
         polled
     }
 
     fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
+        match &self.inner {
+            Upstreamed::Pool(body) => body.is_end_stream(),
+            Upstreamed::Lease(Some(lease)) => lease.is_end_stream(),
+            Upstreamed::Lease(None) => true,
+        }
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
+        match &self.inner {
+            Upstreamed::Pool(body) => body.size_hint(),
+            Upstreamed::Lease(Some(lease)) => lease.size_hint(),
+            Upstreamed::Lease(None) => SizeHint::with_exact(0),
+        }
     }
 }
 
@@ -175,11 +195,11 @@ impl Drop for Metered {
     /// A client that went away mid-body ends the request too.
     fn drop(&mut self) {
         self.finish();
-        if let Some(driver) = self.driver.take() {
-            // A body with nothing to read (HEAD, 204, 304) is complete unread; any
-            // other is cut short.
-            driver.ended(self.inner.is_end_stream());
-        }
+        // A body with nothing to read (HEAD, 204, 304), or read to its end, is complete
+        // (hyper's server polls a body no more once it says it has ended); any other is
+        // cut short.
+        let complete = self.is_end_stream();
+        self.let_go(complete);
     }
 }
 

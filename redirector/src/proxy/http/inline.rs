@@ -1,39 +1,40 @@
-//! HTTP/1 upstream connections that the client connection's own task drives.
+//! HTTP/1 upstream connections that the client connection's own task reads and writes.
 //!
 //! hyper-util's pool runs every upstream connection as a task of its own and passes each
 //! request, response head and body chunk between that task and the client connection's
-//! through channels, waking one task and then the other for every chunk. Here a request
-//! of an HTTP/1 client connection instead takes an upstream HTTP/1.1 connection on a
-//! [`Lease`] and the client connection's task polls it itself, while it waits for the
-//! response head and while the response body streams: what the upstream sent is read
-//! and written on in the same poll (bench/README.md, levers: a quarter less CPU per GiB
-//! of response bodies, the same per small request). The pool's duties stay:
+//! through channels. Here a request without a body of an HTTP/1 client connection takes
+//! an upstream HTTP/1.1 connection on a [`Lease`], and the client connection's task
+//! writes the request head and reads the response on it itself (`codec.rs`): what the
+//! upstream sent is read and written on in the same poll, with no channel, no second
+//! task and no second HTTP/1 state machine (bench/README.md, levers: a quarter less CPU
+//! per GiB of response bodies than hyper-util's pool, then a tenth less per small
+//! request than hyper's client connection driven the same way). The pool's duties stay:
 //!
 //! - sharing: when the response ends the connection goes back to the pool's
 //!   [`IdleConnections`], lent to whichever request comes next, and closed after
-//!   `--http-pool-idle-timeout` unused, so idle client connections hold none;
-//! - the safe retry: a request that a connection did not take (it closed before a byte
-//!   of the request was written) is sent again on a new one;
+//!   `--http-pool-idle-timeout` unused, so idle client connections hold none; a response
+//!   whose end is in doubt, or after which the server sent more, closes it instead;
+//! - the safe retry: a request that a connection did not take (writing it failed before
+//!   a byte of it went out) is sent again on a new one;
 //! - kernel TLS retirement, the 504's account of the connection, the reuse metric.
 //!
-//! Only requests without a body: hyper's client writes a body only while its connection
-//! is polled, and a server may answer before it has read all of it (a 413, a 401) or
-//! stream its answer while it reads; hyper-util's connection task goes on writing it
-//! whatever the client does with the response. And only for HTTP/1 clients, where the
-//! upstream speaks HTTP/1.1, or may (TLS that offers both in ALPN, until a connection
-//! tells): the rest goes through hyper-util's pool (`pool.rs`). A new connection on which
-//! the server chose h2 goes there too, with the request: the pool's next dial takes it
-//! (`Dialer::hand_over`), so the first requests to an HTTP/1.1 server dial once each,
-//! and those to an h2 server no more than before (one each, of which the pool keeps
-//! one to share).
+//! Only requests without a body: a server may answer before it has read all of a body (a
+//! 413, a 401) or stream its answer while it reads, which hyper-util's connection task
+//! handles. And only for HTTP/1 clients, where the upstream speaks HTTP/1.1, or may (TLS
+//! that offers both in ALPN, until a connection tells): the rest goes through
+//! hyper-util's pool (`pool.rs`). A new connection on which the server chose h2 goes there
+//! too, with the request: the pool's next dial takes it (`Dialer::hand_over`), so the
+//! first requests to an HTTP/1.1 server dial once each, and those to an h2 server no more
+//! than before (one each, of which the pool keeps one to share).
 
+mod codec;
 mod idle;
-mod own_wakes;
 #[cfg(test)]
 mod tests;
 
 use std::{
     future::poll_fn,
+    io,
     net::SocketAddr,
     pin::Pin,
     sync::{
@@ -43,38 +44,37 @@ use std::{
     task::{Context, Poll, Waker},
 };
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use http::{Request, Response, Uri};
-use hyper::{
-    body::{Body, Incoming},
-    client::conn::http1::{self, Connection, SendRequest},
-};
-use hyper_util::rt::TokioIo;
+use hyper::body::{Frame, SizeHint};
+use tokio::io::AsyncWrite;
 
+use codec::{Decoded, Decoder};
 pub use idle::IdleConnections;
-use own_wakes::OwnWakes;
 
 use super::{
     body::{BoxError, RequestBody},
-    error::{HttpError, ProxyError},
+    error::ProxyError,
     pool::UpstreamSpeaks,
     upstream::{DialError, Dialer, Upstream},
 };
 
-/// What a request body sent upstream must be: the proxy's [`RequestBody`], or any body
-/// in tests.
-pub trait UpstreamBody: Body<Data = Bytes, Error: Into<BoxError>> + Send + Unpin + 'static {}
-
-impl<B: Body<Data = Bytes, Error: Into<BoxError>> + Send + Unpin + 'static> UpstreamBody for B {}
-
 /// `answered` while a request has not been sent on any connection yet (still dialing).
 pub const DIALING: u64 = u64::MAX;
 
-/// One upstream HTTP/1 connection and the handle that sends requests on it.
-struct Held<B: UpstreamBody> {
-    sender: SendRequest<B>,
-    /// Polled by whoever waits on it: the request future, then the response body.
-    connection: Pin<Box<Connection<TokioIo<Upstream>, B>>>,
+/// What a read asks room for: a response head, or a short body.
+const READ_SIZE: usize = 16 * 1024;
+/// What a read asks room for at most, for a long body (the pool's read buffer).
+const MAX_READ_SIZE: usize = super::pool::UPSTREAM_READ_BUFFER;
+
+/// One upstream HTTP/1.1 connection, and what it has read and not yet given on.
+struct Held {
+    io: Upstream,
+    buf: BytesMut,
+    /// The body of the response in flight, once its head has been read.
+    body: Decoder,
+    /// Whether it may carry another request once that body has ended.
+    reusable: bool,
     /// Responses it carried.
     answered: u64,
     /// Set by kernel TLS when the connection nears its record limit: it finishes what it
@@ -82,14 +82,48 @@ struct Held<B: UpstreamBody> {
     retiring: Option<Arc<AtomicBool>>,
 }
 
-impl<B: UpstreamBody> Held<B> {
-    /// Moves the connection on (reads, writes, state changes); `false` once it closed.
-    fn drive(&mut self, cx: &mut Context<'_>) -> bool {
-        self.connection.as_mut().poll(cx).is_pending()
+impl Held {
+    fn new(io: Upstream) -> Self {
+        Self {
+            retiring: io.retiring(),
+            io,
+            buf: BytesMut::new(),
+            body: Decoder::Done,
+            reusable: true,
+            answered: 0,
+        }
     }
 
     fn retiring(&self) -> bool {
         (self.retiring.as_ref()).is_some_and(|retiring| retiring.load(Ordering::Relaxed))
+    }
+
+    /// Reads what the upstream sent on into `buf`, with room for `wanted` bytes: `Ok(0)`
+    /// when it has closed.
+    fn poll_fill(&mut self, cx: &mut Context<'_>, wanted: usize) -> Poll<io::Result<usize>> {
+        // A buffer whose parts have all been passed on is used again from its start.
+        if self.buf.capacity() - self.buf.len() < wanted / 2 {
+            self.buf.reserve(wanted);
+        }
+        tokio_util::io::poll_read_buf(Pin::new(&mut self.io), cx, &mut self.buf)
+    }
+
+    /// Reads the next part of the response body: as much as is left of it, within
+    /// bounds.
+    fn poll_fill_body(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
+        let left = self
+            .body
+            .remaining()
+            .and_then(|left| usize::try_from(left).ok());
+        let wanted = left.map_or(MAX_READ_SIZE, |left| left.clamp(READ_SIZE, MAX_READ_SIZE));
+        self.poll_fill(cx, wanted)
+    }
+
+    /// Whether an idle connection can take a request: the server has not closed it, nor
+    /// sent anything unasked.
+    fn is_open(&mut self) -> bool {
+        let mut cx = Context::from_waker(Waker::noop());
+        matches!(self.poll_fill(&mut cx, READ_SIZE), Poll::Pending) && self.buf.is_empty()
     }
 }
 
@@ -97,26 +131,22 @@ impl<B: UpstreamBody> Held<B> {
 /// moment it is sent until its response ends, shared by the request future and the
 /// response body that streams from it (each polls it). One per client connection and
 /// Backend, empty between requests.
-pub struct Lease<B: UpstreamBody = RequestBody> {
-    held: Mutex<Option<Held<B>>>,
-    idle: Arc<IdleConnections<B>>,
+pub struct Lease {
+    held: Mutex<Option<Held>>,
+    idle: Arc<IdleConnections>,
     speaks: Arc<UpstreamSpeaks>,
-    /// The waker the connection and what it hands over are polled with
-    /// (`own_wakes.rs`).
-    own: OwnWakes,
 }
 
-impl<B: UpstreamBody> Lease<B> {
-    pub fn new(idle: Arc<IdleConnections<B>>, speaks: Arc<UpstreamSpeaks>) -> Self {
+impl Lease {
+    pub fn new(idle: Arc<IdleConnections>, speaks: Arc<UpstreamSpeaks>) -> Self {
         Self {
             held: Mutex::new(None),
             idle,
             speaks,
-            own: OwnWakes::new(),
         }
     }
 
-    fn held(&self) -> std::sync::MutexGuard<'_, Option<Held<B>>> {
+    fn held(&self) -> std::sync::MutexGuard<'_, Option<Held>> {
         self.held.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -126,212 +156,211 @@ impl<B: UpstreamBody> Lease<B> {
         self.held().is_some()
     }
 
-    /// Moves the held connection on.
-    fn drive(&self, cx: &mut Context<'_>) {
+    /// The next part of the response body, read from the held connection as needed.
+    pub fn poll_frame(&self, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let mut guard = self.held();
-        if let Some(held) = guard.as_mut()
-            && !held.drive(cx)
-        {
-            *guard = None;
-        }
-    }
-
-    /// Polls the response body that the held connection feeds (`poll`), after moving
-    /// the connection on so that what the upstream sent reaches the body; neither wakes
-    /// the task for what the other hands it (`own_wakes.rs`).
-    pub fn poll_body<T>(
-        &self,
-        cx: &mut Context<'_>,
-        poll: impl FnOnce(&mut Context<'_>) -> Poll<T>,
-    ) -> Poll<T> {
-        self.own.poll(cx, |own| {
-            self.drive(own);
-            poll(own)
+        let Some(held) = guard.as_mut() else {
+            return Poll::Ready(Some(Err("the upstream connection was closed".into())));
+        };
+        let decoded = loop {
+            match held.body.decode(&mut held.buf) {
+                Ok(Decoded::More) => {}
+                decoded => break decoded,
+            }
+            match held.poll_fill_body(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Ok(0)) => break held.body.at_eof(),
+                Poll::Ready(Ok(_)) => {}
+                Poll::Ready(Err(error)) => {
+                    *guard = None;
+                    return Poll::Ready(Some(Err(error.into())));
+                }
+            }
+        };
+        Poll::Ready(match decoded {
+            Ok(Decoded::Data(data)) => Some(Ok(Frame::data(data))),
+            Ok(Decoded::Trailers(trailers)) => Some(Ok(Frame::trailers(trailers))),
+            Ok(Decoded::End | Decoded::More) => None,
+            Err(error) => {
+                *guard = None;
+                Some(Err(error.into()))
+            }
         })
     }
 
-    /// The response of the request in flight is done with: `complete`, and the
-    /// connection goes back to the pool's idle ones, or not (cut short, or never sent
-    /// on), and it closes.
+    /// Whether the response body has ended.
+    pub fn is_end_stream(&self) -> bool {
+        self.held().as_ref().is_none_or(|held| held.body.is_end())
+    }
+
+    /// The response body's length, when its framing tells.
+    pub fn size_hint(&self) -> SizeHint {
+        match self.held().as_ref().and_then(|held| held.body.remaining()) {
+            Some(left) => SizeHint::with_exact(left),
+            None => SizeHint::default(),
+        }
+    }
+
+    /// The response of the request in flight is done with: `complete` (read to its
+    /// end), and the connection goes back to the pool's idle ones, or not (cut short,
+    /// never sent on, its end in doubt, or the server closed it or sent more), and it
+    /// closes.
     pub fn ended(&self, complete: bool) {
         let Some(mut held) = self.held().take() else {
             return;
         };
-        if !complete || held.retiring() {
-            return;
-        }
-        // Nothing polls it until it is lent again: one look now lets it take in the end
-        // of the exchange (or see that the server closed it).
-        let mut cx = Context::from_waker(Waker::noop());
-        if held.drive(&mut cx) && held.sender.is_ready() {
+        if complete && held.reusable && held.body.is_end() && !held.retiring() && held.is_open() {
             self.idle.put(held);
         }
     }
 
-    /// Sends `req` on an idle connection of the pool, else on a new one from `dialer`.
-    /// `answered` is set to the responses the connection carried before this request
-    /// once it is sent on one (for the 504's account). A request that a connection did
-    /// not take (it closed before a byte of it was written) is sent once more, on a new
-    /// connection. A new connection on which the server chose h2 in ALPN is handed over
-    /// to the shared pool, and the request is given back to go there.
-    pub async fn send(
+    /// Sends `req` on an idle connection of the pool, else on a new one from `dialer`,
+    /// and reads the response head. `answered` is set to the responses the connection
+    /// carried before this request once it is sent on one (for the 504's account). A
+    /// request that a connection did not take (writing it failed before a byte of it
+    /// went out) is sent once more, on a new connection. A new connection on which the
+    /// server chose h2 in ALPN is handed over to the shared pool, and the request is
+    /// given back to go there.
+    pub async fn send<B>(
         &self,
         dialer: &impl Connect,
         req: Request<B>,
         (original, answered): (SocketAddr, &AtomicU64),
     ) -> Result<Sent<B>, ProxyError> {
-        let reused = match self.ready(dialer, original, false).await? {
+        let head = codec::request_head(&req);
+        let reused = match self.ready(dialer, false).await? {
             Some(reused) => reused,
             None => return Ok(Sent::Pool(req)),
         };
-        let req = match self.try_send(req, answered).await {
+        let error = match self.try_send(&head, req.method(), answered).await {
             Ok(response) => return Ok(Sent::Response(response, reused)),
             Err(NotSent::Failed(error)) => return Err(ProxyError::from_client(&*error, original)),
-            Err(NotSent::Untaken(req, error)) => {
-                tracing::debug!(backend = dialer.backend(), %error,
-                    "an upstream connection did not take the request: sending it on a new one");
-                req
-            }
+            Err(NotSent::Untaken(error)) => error,
         };
-        // `try_send` let go of the connection that did not take it.
-        if self.ready(dialer, original, true).await?.is_none() {
+        tracing::debug!(backend = dialer.backend(), %error,
+            "an upstream connection did not take the request: sending it on a new one");
+        if self.ready(dialer, true).await?.is_none() {
             return Ok(Sent::Pool(req));
         }
-        match self.try_send(req, answered).await {
+        match self.try_send(&head, req.method(), answered).await {
             Ok(response) => Ok(Sent::Response(response, false)),
-            Err(NotSent::Failed(error) | NotSent::Untaken(_, error)) => {
+            Err(NotSent::Failed(error) | NotSent::Untaken(error)) => {
                 Err(ProxyError::from_client(&*error, original))
             }
         }
     }
 
-    /// Waits until the held connection can take a request, after taking one from the
-    /// pool's idle ones or dialing one (always dialing when `fresh`). `Some(true)` if the
-    /// connection was used before; `None` if a new one speaks h2.
-    async fn ready(
-        &self,
-        dialer: &impl Connect,
-        original: SocketAddr,
-        fresh: bool,
-    ) -> Result<Option<bool>, ProxyError> {
-        let mut dialed = false;
-        loop {
-            let reused = {
-                let mut guard = self.held();
-                if guard.is_none() && !fresh {
-                    *guard = self.idle.take();
+    /// Holds a connection that can take a request: one of the pool's idle ones, or a new
+    /// one (always a new one when `fresh`). `Some(true)` if it was used before; `None` if
+    /// a new one speaks h2.
+    async fn ready(&self, dialer: &impl Connect, fresh: bool) -> Result<Option<bool>, ProxyError> {
+        if !fresh {
+            while let Some(mut held) = self.idle.take() {
+                if held.retiring() {
+                    tracing::info!(
+                        backend = dialer.backend(),
+                        "kernel TLS: an upstream connection nears its cipher's record \
+                         limit (the kernel does not rekey); new requests go to a fresh one"
+                    );
+                } else if held.is_open() {
+                    *self.held() = Some(held);
+                    return Ok(Some(true));
                 }
-                guard.as_ref().map(|held| held.answered > 0)
-            };
-            let Some(reused) = reused else {
-                if dialed {
-                    let detail = format!("upstream {original} closed the connection at once");
-                    return Err(ProxyError::new(HttpError::UpstreamError, detail));
-                }
-                let held = match connect(dialer, original).await? {
-                    Dialed::Http1(held) => held,
-                    Dialed::H2(upstream) => {
-                        // The shared pool serves it from now on: if it needs a new
-                        // connection for the request, it takes this one.
-                        self.speaks.h2();
-                        dialer.hand_over(upstream);
-                        return Ok(None);
-                    }
-                };
-                // The pool's dialer has told `speaks` the server's ALPN choice already.
-                dialed = true;
-                *self.held() = Some(held);
-                continue;
-            };
-            let ready = poll_fn(|cx| {
-                self.own.poll(cx, |cx| {
-                    let mut guard = self.held();
-                    let Some(held) = guard.as_mut() else {
-                        return Poll::Ready(false);
-                    };
-                    if held.retiring() {
-                        tracing::info!(
-                            backend = dialer.backend(),
-                            "kernel TLS: an upstream connection nears its cipher's record \
-                             limit (the kernel does not rekey); new requests go to a fresh one"
-                        );
-                    }
-                    if !held.drive(cx) || held.retiring() {
-                        *guard = None;
-                        return Poll::Ready(false);
-                    }
-                    held.sender.poll_ready(cx).map(|ready| ready.is_ok())
-                })
-            });
-            if ready.await {
-                return Ok(Some(reused));
             }
-            // Closed (by the server, while idle) or retired: the next one.
-            *self.held() = None;
         }
+        let upstream =
+            (dialer.connect().await).map_err(|error| ProxyError::new(error.kind, error.detail))?;
+        if upstream.is_h2() {
+            // The shared pool serves it from now on: if it needs a new connection for the
+            // request, it takes this one.
+            self.speaks.h2();
+            dialer.hand_over(upstream);
+            return Ok(None);
+        }
+        // The pool's dialer has told `speaks` the server's ALPN choice already.
+        *self.held() = Some(Held::new(upstream));
+        Ok(Some(false))
     }
 
-    /// Sends on the held connection (made ready just before) and drives it until the
-    /// response head arrives.
+    /// Writes the request `head` on the held connection and reads the response head.
     async fn try_send(
         &self,
-        req: Request<B>,
+        head: &[u8],
+        method: &http::Method,
         answered: &AtomicU64,
-    ) -> Result<Response<Incoming>, NotSent<B>> {
-        let sending = {
+    ) -> Result<Response<()>, NotSent> {
+        let mut written = 0;
+        let wrote = poll_fn(|cx| {
             let mut guard = self.held();
             let Some(held) = guard.as_mut() else {
-                // `ready` leaves one in place, and nothing runs in between.
-                return Err(NotSent::Untaken(req, "no upstream connection".into()));
+                return Poll::Ready(Err(io::ErrorKind::NotConnected.into()));
             };
             answered.store(held.answered, Ordering::Relaxed);
-            // The connection is driven next, in this same poll.
-            self.own.quietly(|| held.sender.try_send_request(req))
-        };
-        let mut sending = std::pin::pin!(sending);
-        let response = poll_fn(|cx| {
-            self.own.poll(cx, |own| {
-                // A closed connection's error reaches `sending` next.
-                self.drive(own);
-                sending.as_mut().poll(own)
-            })
+            while written < head.len() {
+                match Pin::new(&mut held.io).poll_write(cx, &head[written..]) {
+                    Poll::Ready(Ok(0)) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
+                    Poll::Ready(Ok(n)) => written += n,
+                    other => return other.map_ok(|_| ()),
+                }
+            }
+            Pin::new(&mut held.io).poll_flush(cx)
         })
         .await;
-        let mut guard = self.held();
-        match response {
-            Ok(response) => {
-                if let Some(held) = guard.as_mut() {
-                    held.answered += 1;
-                }
-                Ok(response)
-            }
-            Err(mut error) => {
-                *guard = None;
-                Err(match error.take_message() {
-                    Some(req) => NotSent::Untaken(req, error.into_error().into()),
-                    None => NotSent::Failed(error.into_error().into()),
-                })
-            }
+        if let Err(error) = wrote {
+            *self.held() = None;
+            return Err(match written {
+                0 => NotSent::Untaken(error.into()),
+                _ => NotSent::Failed(error.into()),
+            });
         }
+        let read = poll_fn(|cx| {
+            let mut guard = self.held();
+            let Some(held) = guard.as_mut() else {
+                return Poll::Ready(Err(io::Error::from(io::ErrorKind::NotConnected).into()));
+            };
+            loop {
+                match codec::parse_head(&mut held.buf, method) {
+                    Ok(Some(head)) => {
+                        held.body = head.body;
+                        held.reusable = head.reusable;
+                        held.answered += 1;
+                        return Poll::Ready(Ok(head.response));
+                    }
+                    Ok(None) => {}
+                    Err(error) => return Poll::Ready(Err(BoxError::from(error))),
+                }
+                match held.poll_fill(cx, READ_SIZE) {
+                    Poll::Pending => return Poll::Pending,
+                    Poll::Ready(Ok(0)) => {
+                        let closed = codec::CodecError::Closed("before the response head");
+                        return Poll::Ready(Err(closed.into()));
+                    }
+                    Poll::Ready(Ok(_)) => {}
+                    Poll::Ready(Err(error)) => return Poll::Ready(Err(error.into())),
+                }
+            }
+        })
+        .await;
+        read.map_err(|error| {
+            *self.held() = None;
+            NotSent::Failed(error)
+        })
     }
 }
 
 /// What came of a request on the held connection.
 pub enum Sent<B = RequestBody> {
-    /// Its response head, and whether the connection had carried requests before.
-    Response(Response<Incoming>, bool),
+    /// Its response head (the body comes from the lease), and whether the connection had
+    /// carried requests before.
+    Response(Response<()>, bool),
     /// Not sent: a new connection's server chose h2, which the shared pool serves.
     Pool(Request<B>),
 }
 
 /// Why a request got no response on a connection.
-#[expect(
-    clippy::large_enum_variant,
-    reason = "returned once per request, by value, as the response it stands for"
-)]
-enum NotSent<B> {
-    /// The connection closed before a byte of it was written: it may go again.
-    Untaken(Request<B>, BoxError),
+enum NotSent {
+    /// Writing it failed before a byte of it went out: it may go again.
+    Untaken(BoxError),
     /// It failed on the way or while waiting for the response.
     Failed(BoxError),
 }
@@ -358,39 +387,6 @@ impl Connect for Dialer {
     fn backend(&self) -> &str {
         &self.metrics.name
     }
-}
-
-/// A new upstream connection.
-enum Dialed<B: UpstreamBody> {
-    /// HTTP/1.1, after hyper's handshake.
-    Http1(Held<B>),
-    /// The server chose h2 in ALPN.
-    H2(Upstream),
-}
-
-/// A new upstream connection from `dialer`, with hyper's HTTP/1 handshake unless the
-/// server chose h2 in ALPN.
-async fn connect<B: UpstreamBody>(
-    dialer: &impl Connect,
-    original: SocketAddr,
-) -> Result<Dialed<B>, ProxyError> {
-    let upstream =
-        (dialer.connect().await).map_err(|error| ProxyError::new(error.kind, error.detail))?;
-    if upstream.is_h2() {
-        return Ok(Dialed::H2(upstream));
-    }
-    let retiring = upstream.retiring();
-    let (sender, connection) = http1::Builder::new()
-        .max_buf_size(super::pool::UPSTREAM_READ_BUFFER)
-        .handshake(TokioIo::new(upstream))
-        .await
-        .map_err(|error| ProxyError::from_client(&error, original))?;
-    Ok(Dialed::Http1(Held {
-        sender,
-        connection: Box::pin(connection),
-        answered: 0,
-        retiring,
-    }))
 }
 
 /// The request line's target as an upstream HTTP/1 server expects it: origin-form

@@ -104,8 +104,8 @@ impl Hash for PoolKey {
 
 /// The most an upstream HTTP/1 connection buffers of what it read, and so the largest
 /// response head accepted (a larger one is answered 502, `upstream_error`; hyper checks
-/// per read, so up to twice this may pass. HAProxy's default buffer is 16 KiB, nginx's
-/// one page).
+/// per read, so up to twice this may pass, which the inline path, `inline/codec.rs`,
+/// allows whatever the reads. HAProxy's default buffer is 16 KiB, nginx's one page).
 pub const UPSTREAM_READ_BUFFER: usize = 32 * 1024;
 
 pub struct Pools {

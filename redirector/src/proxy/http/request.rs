@@ -27,7 +27,7 @@ use authority::{
 
 use super::{
     access_log::Entry as LogEntry,
-    body::{Completion, LogFields, ProxyBody, RequestBody, metered},
+    body::{Completion, LogFields, ProxyBody, RequestBody, Upstreamed, metered},
     error::{HttpError, ProxyError},
     headers,
     inline::{self, Lease, Sent},
@@ -122,14 +122,14 @@ impl Context {
             self.go_away.cancel();
         }
         match self.forward(entry, tls.as_ref(), target, req).await {
-            Ok((response, driver)) => {
+            Ok(response) => {
                 pooled.metrics.answered(response.status());
                 let completion = Completion {
                     started,
                     metrics: pooled.metrics.clone(),
                     log,
                 };
-                metered(response, completion, shared.clone(), driver)
+                metered(response, completion, shared.clone())
             }
             Err(error) => {
                 let response = self.refuse(&pooled.metrics.name, error, (started, log.as_ref()));
@@ -171,7 +171,7 @@ impl Context {
         tls: Option<&Arc<TlsOrigination>>,
         target: &Target,
         mut req: Request<Incoming>,
-    ) -> Result<(Response<Incoming>, Option<Arc<Lease>>), ProxyError> {
+    ) -> Result<Response<Upstreamed>, ProxyError> {
         let backend = &entry.backend;
         let pooled = &target.pooled;
         let upstream_authority = target.authority.as_ref().map_err(|a| bad_authority(a))?;
@@ -223,7 +223,7 @@ impl Context {
                 false => "was still waiting for the upstream connection dialed for the upgrade",
             };
             let response = self.response_within(backend, forwarding, async {}, waited, None);
-            return Ok((response.await??, None));
+            return Ok(response.await??.map(Upstreamed::Pool));
         }
         headers::keep_unsized_body(&mut req);
         let (parts, body) = req.into_parts();
@@ -254,7 +254,8 @@ impl Context {
                         let (key, version) = (&backend.key, client_version);
                         return Err(ProxyError::coded_response(&codings, original, key, version));
                     }
-                    return Ok((response, Some(target.lease.clone())));
+                    let lease = Some(target.lease.clone());
+                    return Ok(response.map(|()| Upstreamed::Lease(lease)));
                 }
                 Err(error) => {
                     // A connection the request still holds is in no state to be lent
@@ -289,7 +290,7 @@ impl Context {
         }
         headers::strip_response(response.headers_mut(), client_version)
             .map_err(|c| ProxyError::coded_response(&c, original, &backend.key, client_version))?;
-        Ok((response, None))
+        Ok(response.map(Upstreamed::Pool))
     }
 
     /// Sends `req` (formed for the shared pool, without a body) on an upstream HTTP/1

@@ -13,22 +13,21 @@ use std::{
 
 use tokio_util::sync::CancellationToken;
 
-use super::{Held, UpstreamBody};
-use crate::proxy::http::body::RequestBody;
+use super::Held;
 
 /// A pool's idle HTTP/1 connections, the most recently used lent first. One idle for
 /// the pool's idle timeout is never lent again, and is closed by the next sweep (so
 /// between one and two idle timeouts after its last response), or with the pool.
-pub struct IdleConnections<B: UpstreamBody = RequestBody> {
+pub struct IdleConnections {
     idle_timeout: Duration,
-    held: Mutex<VecDeque<(Instant, Held<B>)>>,
+    held: Mutex<VecDeque<(Instant, Held)>>,
     /// The pool was retired (its Backend changed): nothing is kept any more.
     retired: CancellationToken,
     /// A task closes expired ones while any wait.
     pub(super) sweeping: AtomicBool,
 }
 
-impl<B: UpstreamBody> IdleConnections<B> {
+impl IdleConnections {
     pub fn new(idle_timeout: Duration, retired: CancellationToken) -> Arc<Self> {
         Arc::new(Self {
             idle_timeout,
@@ -38,12 +37,12 @@ impl<B: UpstreamBody> IdleConnections<B> {
         })
     }
 
-    pub(super) fn list(&self) -> std::sync::MutexGuard<'_, VecDeque<(Instant, Held<B>)>> {
+    pub(super) fn list(&self) -> std::sync::MutexGuard<'_, VecDeque<(Instant, Held)>> {
         self.held.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The most recently idled connection that has not expired.
-    pub(super) fn take(&self) -> Option<Held<B>> {
+    pub(super) fn take(&self) -> Option<Held> {
         let mut list = self.list();
         let now = Instant::now();
         while let Some((since, held)) = list.pop_back() {
@@ -63,7 +62,7 @@ impl<B: UpstreamBody> IdleConnections<B> {
 
     /// Keeps `held` for the next request (not once the pool is retired, nor with an
     /// idle timeout of zero), and starts the sweep if none runs.
-    pub(super) fn put(self: &Arc<Self>, held: Held<B>) {
+    pub(super) fn put(self: &Arc<Self>, held: Held) {
         let mut list = self.list();
         // Under the lock: `Pools::retain` cancels, then clears.
         if self.retired.is_cancelled() || self.idle_timeout.is_zero() {
@@ -83,7 +82,7 @@ impl<B: UpstreamBody> IdleConnections<B> {
 }
 
 /// Closes `idle`'s expired connections every `period` while any wait.
-async fn sweep<B: UpstreamBody>(idle: Weak<IdleConnections<B>>, period: Duration) {
+async fn sweep(idle: Weak<IdleConnections>, period: Duration) {
     loop {
         tokio::time::sleep(period).await;
         let Some(idle) = idle.upgrade() else { return };

@@ -1,0 +1,405 @@
+//! HTTP/1.1 on the inline path's upstream connections: the request head written, the
+//! response head read, and the response body's framing (RFC 9112 section 6.3) decoded.
+//! The same rules as hyper's client, strictly: a head or chunk that could be read two
+//! ways fails the response, and a response whose end is in doubt (Transfer-Encoding and
+//! Content-Length both, bytes after its end) leaves its connection closed, so that a
+//! connection lent to the next request never starts in the middle of a message.
+
+use bytes::{Bytes, BytesMut};
+use http::header::{CONNECTION, CONTENT_LENGTH, TRANSFER_ENCODING};
+use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response, StatusCode, Version};
+
+/// Most bytes a response head, or a chunked body's trailer section, may take: as much
+/// as hyper's client lets through at the most (`pool::UPSTREAM_READ_BUFFER`).
+pub const MAX_HEAD: usize = 2 * super::super::pool::UPSTREAM_READ_BUFFER;
+/// Most fields in a response head or trailer section.
+const MAX_FIELDS: usize = 128;
+/// Most bytes of a chunk-size line, extensions included.
+const MAX_CHUNK_LINE: usize = 4096;
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum CodecError {
+    #[error("malformed response head: {0}")]
+    Head(#[from] httparse::Error),
+    #[error("response head larger than {MAX_HEAD} bytes")]
+    HeadTooLarge,
+    #[error("a response header is not valid: {0}")]
+    Field(&'static str),
+    #[error("Content-Length is not one decimal length")]
+    ContentLength,
+    #[error("an HTTP/1.0 response with Transfer-Encoding")]
+    TransferEncoding10,
+    #[error("101 Switching Protocols to a request that asked for no upgrade")]
+    UnexpectedUpgrade,
+    #[error("malformed chunked body: {0}")]
+    Chunk(&'static str),
+    #[error("the upstream closed the connection {0}")]
+    Closed(&'static str),
+}
+
+/// The request head of `req`, whose URI is in origin-form, and which has no body (the
+/// inline path sends no other): its header fields as they are, Host among them.
+pub fn request_head<B>(req: &Request<B>) -> Vec<u8> {
+    let target = req.uri().path_and_query().map_or("/", |p| p.as_str());
+    let fields: usize = (req.headers().iter())
+        .map(|(name, value)| name.as_str().len() + value.len() + 4)
+        .sum();
+    let mut head = Vec::with_capacity(req.method().as_str().len() + target.len() + fields + 14);
+    head.extend_from_slice(req.method().as_str().as_bytes());
+    head.push(b' ');
+    head.extend_from_slice(target.as_bytes());
+    head.extend_from_slice(b" HTTP/1.1\r\n");
+    for (name, value) in req.headers() {
+        head.extend_from_slice(name.as_str().as_bytes());
+        head.extend_from_slice(b": ");
+        head.extend_from_slice(value.as_bytes());
+        head.extend_from_slice(b"\r\n");
+    }
+    head.extend_from_slice(b"\r\n");
+    head
+}
+
+/// A response head, and how its body is framed.
+#[derive(Debug)]
+pub struct Head {
+    pub response: Response<()>,
+    pub body: Decoder,
+    /// Whether the connection may carry another request once the body has ended.
+    pub reusable: bool,
+}
+
+/// Takes the response head to a request of `method` off the front of `buf`, skipping
+/// interim (1xx) responses: `None` until all of it has arrived.
+pub fn parse_head(buf: &mut BytesMut, method: &Method) -> Result<Option<Head>, CodecError> {
+    loop {
+        let mut fields = [httparse::EMPTY_HEADER; MAX_FIELDS];
+        let mut parsed = httparse::Response::new(&mut fields);
+        let length = match parsed.parse(&buf[..])? {
+            httparse::Status::Complete(length) if length > MAX_HEAD => {
+                return Err(CodecError::HeadTooLarge);
+            }
+            httparse::Status::Complete(length) => length,
+            httparse::Status::Partial if buf.len() > MAX_HEAD => {
+                return Err(CodecError::HeadTooLarge);
+            }
+            httparse::Status::Partial => return Ok(None),
+        };
+        let code = parsed.code.ok_or(httparse::Error::Status)?;
+        let version = match parsed.version {
+            Some(0) => Version::HTTP_10,
+            _ => Version::HTTP_11,
+        };
+        // Where each field's name and value lie in the head, to share its bytes.
+        let start = buf.as_ptr() as usize;
+        let spans: Vec<_> = (parsed.headers.iter())
+            .map(|f| {
+                let name = f.name.as_ptr() as usize - start;
+                let value = f.value.as_ptr() as usize - start;
+                (name..name + f.name.len(), value..value + f.value.len())
+            })
+            .collect();
+        let head = buf.split_to(length).freeze();
+        match code {
+            101 => return Err(CodecError::UnexpectedUpgrade),
+            100..=199 => continue,
+            _ => {}
+        }
+        let status = StatusCode::from_u16(code).map_err(|_| httparse::Error::Status)?;
+        let mut headers = HeaderMap::with_capacity(spans.len());
+        for (name, value) in spans {
+            let name = HeaderName::from_bytes(&head[name])
+                .map_err(|_| CodecError::Field("a field name"))?;
+            let value = HeaderValue::from_maybe_shared(head.slice(value))
+                .map_err(|_| CodecError::Field("a field value"))?;
+            headers.append(name, value);
+        }
+        let (body, reusable) = framing(&mut headers, version, status, method)?;
+        let mut response = Response::new(());
+        *response.status_mut() = status;
+        *response.version_mut() = version;
+        *response.headers_mut() = headers;
+        return Ok(Some(Head {
+            response,
+            body,
+            reusable,
+        }));
+    }
+}
+
+/// How the body after this head is framed, and whether the connection may carry
+/// another request after it.
+fn framing(
+    headers: &mut HeaderMap,
+    version: Version,
+    status: StatusCode,
+    method: &Method,
+) -> Result<(Decoder, bool), CodecError> {
+    let keep_alive = match version {
+        Version::HTTP_10 => lists(headers, CONNECTION, "keep-alive"),
+        _ => !lists(headers, CONNECTION, "close"),
+    };
+    if *method == Method::HEAD
+        || status == StatusCode::NO_CONTENT
+        || status == StatusCode::NOT_MODIFIED
+    {
+        return Ok((Decoder::Done, keep_alive));
+    }
+    if headers.contains_key(TRANSFER_ENCODING) {
+        if version == Version::HTTP_10 {
+            return Err(CodecError::TransferEncoding10);
+        }
+        // Transfer-Encoding overrides Content-Length, and both at once may be a
+        // smuggling attempt (RFC 9112 section 6.3): the length goes, and so does the
+        // connection after this response.
+        let both = headers.remove(CONTENT_LENGTH).is_some();
+        return Ok(match chunked_last(headers) {
+            true => (Decoder::Chunked(Chunked::Size), keep_alive && !both),
+            false => (Decoder::Close, false),
+        });
+    }
+    if headers.contains_key(CONTENT_LENGTH) {
+        return Ok((Decoder::Length(content_length(headers)?), keep_alive));
+    }
+    Ok((Decoder::Close, false))
+}
+
+/// Whether any `name` field lists `token` among its comma-separated values.
+fn lists(headers: &HeaderMap, name: HeaderName, token: &str) -> bool {
+    (headers.get_all(name).iter())
+        .flat_map(|v| v.as_bytes().split(|&b| b == b','))
+        .any(|t| t.trim_ascii().eq_ignore_ascii_case(token.as_bytes()))
+}
+
+/// Whether the last transfer coding is `chunked`.
+fn chunked_last(headers: &HeaderMap) -> bool {
+    let last = headers.get_all(TRANSFER_ENCODING).iter().next_back();
+    last.and_then(|v| v.as_bytes().rsplit(|&b| b == b',').next())
+        .is_some_and(|t| t.trim_ascii().eq_ignore_ascii_case(b"chunked"))
+}
+
+/// The one length all Content-Length values (and list members) agree on.
+fn content_length(headers: &HeaderMap) -> Result<u64, CodecError> {
+    let mut length = None;
+    for part in
+        (headers.get_all(CONTENT_LENGTH).iter()).flat_map(|v| v.as_bytes().split(|&b| b == b','))
+    {
+        let part = part.trim_ascii();
+        if part.is_empty() || part.len() > 19 || !part.iter().all(u8::is_ascii_digit) {
+            return Err(CodecError::ContentLength);
+        }
+        let parsed = part.iter().fold(0u64, |n, d| n * 10 + u64::from(d - b'0'));
+        if length.is_some_and(|l| l != parsed) {
+            return Err(CodecError::ContentLength);
+        }
+        length = Some(parsed);
+    }
+    length.ok_or(CodecError::ContentLength)
+}
+
+/// Where a response body is in its framing.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Decoder {
+    /// This many bytes still to come.
+    Length(u64),
+    Chunked(Chunked),
+    /// Until the upstream closes the connection.
+    Close,
+    /// Ended.
+    Done,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum Chunked {
+    /// Next, a chunk-size line.
+    Size,
+    /// This many bytes of the chunk still to come.
+    Data(u64),
+    /// The CRLF after a chunk's data.
+    DataEnd,
+    /// The trailer section after the last chunk.
+    Trailers,
+}
+
+/// What a look at the buffer gave.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Decoded {
+    Data(Bytes),
+    Trailers(HeaderMap),
+    /// The body has ended.
+    End,
+    /// More bytes are needed.
+    More,
+}
+
+impl Decoder {
+    /// Takes the next part of the body off the front of `buf`.
+    pub fn decode(&mut self, buf: &mut BytesMut) -> Result<Decoded, CodecError> {
+        loop {
+            match self {
+                Self::Done | Self::Length(0) => {
+                    *self = Self::Done;
+                    return Ok(Decoded::End);
+                }
+                _ if buf.is_empty() => return Ok(Decoded::More),
+                Self::Length(left) => {
+                    let take = data_len(*left, buf);
+                    *left -= take as u64;
+                    return Ok(Decoded::Data(buf.split_to(take).freeze()));
+                }
+                Self::Close => return Ok(Decoded::Data(buf.split().freeze())),
+                Self::Chunked(state) => match state.decode(buf)? {
+                    Some(Decoded::End) => *self = Self::Done,
+                    Some(Decoded::Trailers(trailers)) => {
+                        *self = Self::Done;
+                        return Ok(Decoded::Trailers(trailers));
+                    }
+                    Some(decoded) => return Ok(decoded),
+                    None => {}
+                },
+            }
+        }
+    }
+
+    /// The upstream closed the connection, after what `decode` has taken.
+    pub fn at_eof(&mut self) -> Result<Decoded, CodecError> {
+        match self {
+            Self::Close | Self::Done | Self::Length(0) => {
+                *self = Self::Done;
+                Ok(Decoded::End)
+            }
+            _ => Err(CodecError::Closed("in the middle of the response body")),
+        }
+    }
+
+    /// Whether the body has ended (nothing more to read for it).
+    pub fn is_end(&self) -> bool {
+        matches!(self, Self::Done | Self::Length(0))
+    }
+
+    /// How many bytes are left, when the framing says.
+    pub fn remaining(&self) -> Option<u64> {
+        match self {
+            Self::Length(left) => Some(*left),
+            Self::Done => Some(0),
+            _ => None,
+        }
+    }
+}
+
+/// How many of the `left` bytes `buf` holds.
+fn data_len(left: u64, buf: &BytesMut) -> usize {
+    usize::try_from(left).map_or(buf.len(), |left| left.min(buf.len()))
+}
+
+impl Chunked {
+    /// One step: `None` when the state moved on with nothing to give yet.
+    fn decode(&mut self, buf: &mut BytesMut) -> Result<Option<Decoded>, CodecError> {
+        match self {
+            Self::Size => {
+                let Some(line) = line(buf, MAX_CHUNK_LINE)? else {
+                    return Ok(Some(Decoded::More));
+                };
+                let size = chunk_size(&line)?;
+                *self = if size == 0 {
+                    Self::Trailers
+                } else {
+                    Self::Data(size)
+                };
+                Ok(None)
+            }
+            Self::Data(left) => {
+                let take = data_len(*left, buf);
+                *left -= take as u64;
+                let data = buf.split_to(take).freeze();
+                if *left == 0 {
+                    *self = Self::DataEnd;
+                }
+                Ok(Some(Decoded::Data(data)))
+            }
+            Self::DataEnd => {
+                if buf.len() < 2 {
+                    return Ok(Some(Decoded::More));
+                }
+                if &buf[..2] != b"\r\n" {
+                    return Err(CodecError::Chunk("no CRLF after a chunk's data"));
+                }
+                let _ = buf.split_to(2);
+                *self = Self::Size;
+                Ok(None)
+            }
+            Self::Trailers => trailers(buf).map(Some),
+        }
+    }
+}
+
+/// Takes a CRLF-ended line (without its CRLF) off the front of `buf`: `None` until it
+/// has all arrived. A bare CR or LF in it is an error.
+fn line(buf: &mut BytesMut, max: usize) -> Result<Option<BytesMut>, CodecError> {
+    let Some(end) = buf.iter().take(max).position(|&b| b == b'\n') else {
+        if buf.len() >= max {
+            return Err(CodecError::Chunk("a chunk-size line is too long"));
+        }
+        return Ok(None);
+    };
+    if end == 0 || buf[end - 1] != b'\r' || buf[..end - 1].contains(&b'\r') {
+        return Err(CodecError::Chunk("a line not ended by CRLF"));
+    }
+    let mut line = buf.split_to(end + 1);
+    Ok(Some(line.split_to(end - 1)))
+}
+
+/// A chunk-size line's size: hexadecimal digits, then optional whitespace and
+/// extensions (`;...`), which are skipped.
+fn chunk_size(line: &[u8]) -> Result<u64, CodecError> {
+    let digits = line.iter().take_while(|b| b.is_ascii_hexdigit()).count();
+    if digits == 0 || digits > 16 {
+        return Err(CodecError::Chunk(
+            "a chunk size is not 1 to 16 hexadecimal digits",
+        ));
+    }
+    let rest = &line[digits..];
+    let blank = rest
+        .iter()
+        .take_while(|&&b| b == b' ' || b == b'\t')
+        .count();
+    if rest.get(blank).is_some_and(|&b| b != b';') {
+        return Err(CodecError::Chunk(
+            "a chunk size is followed by something else",
+        ));
+    }
+    let hex = |d: u8| u64::from((d as char).to_digit(16).unwrap_or(0));
+    Ok(line[..digits].iter().fold(0, |n, &d| n << 4 | hex(d)))
+}
+
+/// The trailer section after the last chunk, up to and with its empty line.
+fn trailers(buf: &mut BytesMut) -> Result<Decoded, CodecError> {
+    if buf.len() < 2 {
+        return Ok(Decoded::More);
+    }
+    if &buf[..2] == b"\r\n" {
+        let _ = buf.split_to(2);
+        return Ok(Decoded::End);
+    }
+    let mut fields = [httparse::EMPTY_HEADER; MAX_FIELDS];
+    let (length, fields) = match httparse::parse_headers(&buf[..], &mut fields) {
+        Ok(httparse::Status::Complete(parsed)) => parsed,
+        Ok(httparse::Status::Partial) if buf.len() > MAX_HEAD => {
+            return Err(CodecError::Chunk("the trailer section is too large"));
+        }
+        Ok(httparse::Status::Partial) => return Ok(Decoded::More),
+        Err(_) => return Err(CodecError::Chunk("a malformed trailer section")),
+    };
+    let mut trailers = HeaderMap::with_capacity(fields.len());
+    for field in fields {
+        let name = HeaderName::from_bytes(field.name.as_bytes())
+            .map_err(|_| CodecError::Field("a trailer name"))?;
+        let value = HeaderValue::from_bytes(field.value)
+            .map_err(|_| CodecError::Field("a trailer value"))?;
+        trailers.append(name, value);
+    }
+    let _ = buf.split_to(length);
+    Ok(Decoded::Trailers(trailers))
+}
+
+#[cfg(test)]
+mod tests;
