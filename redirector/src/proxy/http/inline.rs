@@ -14,8 +14,8 @@
 //!   [`IdleConnections`], lent to whichever request comes next, and closed after
 //!   `--http-pool-idle-timeout` unused, so idle client connections hold none; a response
 //!   whose end is in doubt, or after which the server sent more, closes it instead;
-//! - the safe retry: a request that a connection did not take (writing it failed before
-//!   a byte of it went out) is sent again on a new one;
+//! - the safe retry: a request that a connection lent again did not take (writing it
+//!   failed before a byte of it went out) is sent again on a new one;
 //! - kernel TLS retirement, the 504's account of the connection, the reuse metric.
 //!
 //! Only requests without a body: a server may answer before it has read all of a body (a
@@ -217,8 +217,8 @@ impl Lease {
     /// Sends `req` on an idle connection of the pool, else on a new one from `dialer`,
     /// and reads the response head. `answered` is set to the responses the connection
     /// carried before this request once it is sent on one (for the 504's account). A
-    /// request that a connection did not take (writing it failed before a byte of it
-    /// went out) is sent once more, on a new connection. A new connection on which the
+    /// request that a connection lent again did not take (writing it failed before a
+    /// byte of it went out) is sent once more, on a new connection. A new connection on which the
     /// server chose h2 in ALPN is handed over to the shared pool, and the request is
     /// given back to go there.
     pub async fn send<B>(
@@ -234,8 +234,12 @@ impl Lease {
         };
         let error = match self.try_send(&head, req.method(), answered).await {
             Ok(response) => return Ok(Sent::Response(response, reused)),
-            Err(NotSent::Failed(error)) => return Err(ProxyError::from_client(&*error, original)),
-            Err(NotSent::Untaken(error)) => error,
+            // Only a connection that idled in the pool may have been closed meanwhile: a
+            // new one that fails at once would fail again.
+            Err(NotSent::Untaken(error)) if reused => error,
+            Err(NotSent::Failed(error) | NotSent::Untaken(error)) => {
+                return Err(ProxyError::from_client(&*error, original));
+            }
         };
         tracing::debug!(backend = dialer.backend(), %error,
             "an upstream connection did not take the request: sending it on a new one");

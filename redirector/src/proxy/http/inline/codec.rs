@@ -9,13 +9,15 @@ use bytes::{Bytes, BytesMut};
 use http::header::{CONNECTION, CONTENT_LENGTH, TRANSFER_ENCODING};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response, StatusCode, Version};
 
-/// Most bytes a response head, or a chunked body's trailer section, may take: as much
+/// Most bytes a response head may take: as much
 /// as hyper's client lets through at the most (`pool::UPSTREAM_READ_BUFFER`).
 pub const MAX_HEAD: usize = 2 * super::super::pool::UPSTREAM_READ_BUFFER;
 /// Most fields in a response head or trailer section.
 const MAX_FIELDS: usize = 128;
 /// Most bytes of a chunk-size line, extensions included.
 const MAX_CHUNK_LINE: usize = 4096;
+/// Most bytes of a chunked body's trailer section (as hyper's client).
+const MAX_TRAILERS: usize = 16 * 1024;
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum CodecError {
@@ -134,10 +136,9 @@ fn framing(
     status: StatusCode,
     method: &Method,
 ) -> Result<(Decoder, bool), CodecError> {
-    let keep_alive = match version {
-        Version::HTTP_10 => lists(headers, CONNECTION, "keep-alive"),
-        _ => !lists(headers, CONNECTION, "close"),
-    };
+    // `close` wins over `keep-alive`, which HTTP/1.0 needs.
+    let keep_alive = !lists(headers, CONNECTION, "close")
+        && (version == Version::HTTP_11 || lists(headers, CONNECTION, "keep-alive"));
     if *method == Method::HEAD
         || status == StatusCode::NO_CONTENT
         || status == StatusCode::NOT_MODIFIED
@@ -216,8 +217,9 @@ pub enum Chunked {
     Data(u64),
     /// The CRLF after a chunk's data.
     DataEnd,
-    /// The trailer section after the last chunk.
-    Trailers,
+    /// The trailer section after the last chunk, of which this many bytes have been
+    /// looked at.
+    Trailers(usize),
 }
 
 /// What a look at the buffer gave.
@@ -301,7 +303,7 @@ impl Chunked {
                 };
                 let size = chunk_size(&line)?;
                 *self = if size == 0 {
-                    Self::Trailers
+                    Self::Trailers(0)
                 } else {
                     Self::Data(size)
                 };
@@ -327,7 +329,7 @@ impl Chunked {
                 *self = Self::Size;
                 Ok(None)
             }
-            Self::Trailers => trailers(buf).map(Some),
+            Self::Trailers(scanned) => trailers(buf, scanned).map(Some),
         }
     }
 }
@@ -371,8 +373,10 @@ fn chunk_size(line: &[u8]) -> Result<u64, CodecError> {
     Ok(line[..digits].iter().fold(0, |n, &d| n << 4 | hex(d)))
 }
 
-/// The trailer section after the last chunk, up to and with its empty line.
-fn trailers(buf: &mut BytesMut) -> Result<Decoded, CodecError> {
+/// The trailer section after the last chunk, up to and with its empty line: found by
+/// looking only at what arrived since the last look (`scanned` bytes had no end), so
+/// that a section sent a byte at a time costs no more than one sent whole.
+fn trailers(buf: &mut BytesMut, scanned: &mut usize) -> Result<Decoded, CodecError> {
     if buf.len() < 2 {
         return Ok(Decoded::More);
     }
@@ -380,14 +384,27 @@ fn trailers(buf: &mut BytesMut) -> Result<Decoded, CodecError> {
         let _ = buf.split_to(2);
         return Ok(Decoded::End);
     }
-    let mut fields = [httparse::EMPTY_HEADER; MAX_FIELDS];
-    let (length, fields) = match httparse::parse_headers(&buf[..], &mut fields) {
-        Ok(httparse::Status::Complete(parsed)) => parsed,
-        Ok(httparse::Status::Partial) if buf.len() > MAX_HEAD => {
+    let from = scanned.saturating_sub(3);
+    let Some(end) = (buf[from..].windows(4)).position(|w| w == b"\r\n\r\n") else {
+        if buf.len() > MAX_TRAILERS {
             return Err(CodecError::Chunk("the trailer section is too large"));
         }
-        Ok(httparse::Status::Partial) => return Ok(Decoded::More),
-        Err(_) => return Err(CodecError::Chunk("a malformed trailer section")),
+        *scanned = buf.len();
+        return Ok(Decoded::More);
+    };
+    let section = &buf[..from + end + 4];
+    // httparse also ends a line at a bare LF, where the end would then be in doubt.
+    let bare_lf = (section.iter().enumerate())
+        .any(|(i, &b)| b == b'\n' && (i == 0 || section[i - 1] != b'\r'));
+    if bare_lf || section.len() > MAX_TRAILERS {
+        return Err(CodecError::Chunk(
+            "a malformed or too large trailer section",
+        ));
+    }
+    let mut fields = [httparse::EMPTY_HEADER; MAX_FIELDS];
+    let fields = match httparse::parse_headers(section, &mut fields) {
+        Ok(httparse::Status::Complete((length, fields))) if length == section.len() => fields,
+        _ => return Err(CodecError::Chunk("a malformed trailer section")),
     };
     let mut trailers = HeaderMap::with_capacity(fields.len());
     for field in fields {
@@ -397,6 +414,7 @@ fn trailers(buf: &mut BytesMut) -> Result<Decoded, CodecError> {
             .map_err(|_| CodecError::Field("a trailer value"))?;
         trailers.append(name, value);
     }
+    let length = section.len();
     let _ = buf.split_to(length);
     Ok(Decoded::Trailers(trailers))
 }

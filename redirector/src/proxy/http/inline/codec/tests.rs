@@ -168,6 +168,8 @@ fn framing_follows_rfc_9112() {
     }
     let kept = get(b"HTTP/1.0 200 OK\r\ncontent-length: 5\r\nconnection: keep-alive\r\n\r\n");
     assert!(kept.reusable);
+    let closed = get(b"HTTP/1.0 200 OK\r\ncontent-length: 5\r\nconnection: keep-alive\r\nconnection: close\r\n\r\n");
+    assert!(!closed.reusable, "close wins");
     let both = get(b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\ntransfer-encoding: chunked\r\n\r\n");
     assert!(
         both.response.headers().get("content-length").is_none(),
@@ -254,7 +256,11 @@ fn bodies_are_read_to_their_end_in_any_pieces() {
 
 #[test]
 fn malformed_chunks_and_short_bodies_are_errors() {
-    let malformed: [&[u8]; 9] = [
+    let malformed: [&[u8]; 12] = [
+        // A bare LF in the trailer section, where httparse would end a line.
+        b"0\r\nx-a: 1\n\nHTTP/1.1 200 OK\r\n\r\n",
+        b"0\r\n\nx-a: 1\r\n\r\n",
+        b"0\r\nx-a: 1\r\nx-b\r\n\r\n",
         b"x\r\nabc\r\n0\r\n\r\n",
         b"\r\n0\r\n\r\n",
         b"3\nabc\r\n0\r\n\r\n",
