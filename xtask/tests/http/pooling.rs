@@ -338,3 +338,35 @@ fn a_client_connection_of_a_changed_backend_is_closed_after_its_next_request() {
     // closed: the third needed a connection of its own.
     assert_eq!(connects, ["1", "0", "1"], "{done:?}");
 }
+
+#[test]
+fn responses_without_a_body_leave_the_upstream_connection_to_the_next_request() {
+    // HEAD and 304 responses carry a Content-Length but no body: the proxy's own HTTP/1.1
+    // codec (`inline/codec.rs`) must neither wait for those bytes nor lend the connection
+    // on before the response ends.
+    let (t, nginx) = tls_bed("HTTP11", "", &[]);
+    nginx.file("a", 1000);
+    let path = url(API_HOST, TLS_PORT, "/files/a");
+    let got = t.curl(&["--http1.1", &path]);
+    assert_eq!(got.assert_status(200).body.len(), 1000);
+    let head = t.curl(&["--http1.1", "--head", &path]);
+    assert_eq!(
+        head.assert_status(200).header("content-length").as_deref(),
+        Some("1000")
+    );
+    // (curl writes the head of a HEAD response where its body would go.)
+    let etag = got.header("etag").expect("nginx tags its files");
+    let since = format!("If-None-Match: {etag}");
+    let not_modified = t.curl(&["--http1.1", "-H", &since, &path]);
+    assert!(not_modified.assert_status(304).body.is_empty());
+    let again = t.curl(&["--http1.1", &path]);
+    assert_eq!(again.assert_status(200).body.len(), 1000);
+    let requests = nginx.wait_for_requests(4);
+    let methods: Vec<_> = requests.iter().map(|r| field(r, "method")).collect();
+    assert_eq!(methods, ["GET", "HEAD", "GET", "GET"]);
+    assert_eq!(
+        nginx.connections().len(),
+        1,
+        "each response ended where its head said: {requests:?}"
+    );
+}
