@@ -300,3 +300,83 @@ fn malformed_chunks_and_short_bodies_are_errors() {
         );
     }
 }
+
+/// What hyper's client makes of `response` to a GET, sent whole and then the connection
+/// closed: the status, body and trailers, or `None` if it fails the response.
+async fn hyper_reads(response: &'static [u8]) -> Option<(u16, Vec<u8>, HeaderMap)> {
+    use http_body_util::{BodyExt, Empty};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (client, mut server) = tokio::io::duplex(1 << 16);
+    tokio::spawn(async move {
+        let mut request = [0u8; 1024];
+        let _ = server.read(&mut request).await;
+        let _ = server.write_all(response).await;
+        let _ = server.shutdown().await;
+        // Until hyper lets go: dropping the stream early would cut what it still reads.
+        let _ = server.read(&mut request).await;
+    });
+    let io = hyper_util::rt::TokioIo::new(client);
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(io).await.ok()?;
+    tokio::spawn(connection);
+    let req = Request::get("/").body(Empty::<Bytes>::new()).ok()?;
+    let response = sender.send_request(req).await.ok()?;
+    let status = response.status().as_u16();
+    let collected = response.into_body().collect().await.ok()?;
+    let trailers = collected.trailers().cloned().unwrap_or_default();
+    Some((status, collected.to_bytes().to_vec(), trailers))
+}
+
+/// The same with the codec.
+fn codec_reads(response: &[u8]) -> Option<(u16, Vec<u8>, HeaderMap)> {
+    let mut buf = BytesMut::from(response);
+    let head = parse_head(&mut buf, &Method::GET).ok()??;
+    let (body, trailers, _) = decode(head.body, &buf, buf.len()).ok()?;
+    Some((head.response.status().as_u16(), body, trailers))
+}
+
+#[tokio::test]
+async fn responses_are_read_as_hyper_reads_them() {
+    // Where the codec is stricter than hyper, on purpose (none of these so far).
+    let stricter: [&[u8]; 0] = [];
+    let responses: [&'static [u8]; 26] = [
+        b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n2\r\nok\r\n0\r\nx-a: 1\n\n",
+        b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n2\r\nok\r\n0\r\nx-a: 1\r\n",
+        b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nhello",
+        b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nhel",
+        b"HTTP/1.1 200 OK\r\ncontent-length: 5, 5\r\n\r\nhello",
+        b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\ncontent-length: 6\r\n\r\nhello!",
+        b"HTTP/1.1 200 OK\r\ncontent-length: -1\r\n\r\nhello",
+        b"HTTP/1.1 200 OK\r\ncontent-length: 0x5\r\n\r\nhello",
+        b"HTTP/1.1 200 OK\r\n\r\nuntil the end",
+        b"HTTP/1.0 200 OK\r\n\r\nuntil the end",
+        b"HTTP/1.0 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\ncontent-length: 3\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked, gzip\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5;a=b\r\nhello\r\n0\r\nx-sum: 5\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5 \r\nhello\r\n0\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhelloXX0\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5\nhello\r\n0\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nz\r\nhello\r\n0\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\n",
+        b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nffffffffffffffffff\r\nhello\r\n0\r\n\r\n",
+        b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok",
+        b"HTTP/1.1 204 No Content\r\ncontent-length: 5\r\n\r\n",
+        b"HTTP/1.1 304 Not Modified\r\ntransfer-encoding: chunked\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nx-a: 1\r\n folded\r\ncontent-length: 2\r\n\r\nok",
+        b"HTTP/1.1 200 OK\r\nx a: 1\r\ncontent-length: 2\r\n\r\nok",
+    ];
+    let mut read = 0;
+    for response in responses {
+        let shown = String::from_utf8_lossy(response);
+        let hyper = hyper_reads(response).await;
+        let codec = codec_reads(response);
+        if stricter.contains(&response) {
+            assert!(codec.is_none(), "{shown}");
+            continue;
+        }
+        read += usize::from(codec.is_some());
+        assert_eq!(codec, hyper, "{shown}");
+    }
+    assert_eq!(read, 12, "responses both read rather than both refused");
+}
