@@ -82,7 +82,13 @@ async fn read_body(lease: &Lease, _response: Response<()>) -> Vec<u8> {
         loop {
             match lease.poll_frame(cx) {
                 Poll::Ready(Some(Ok(frame))) => {
-                    read.extend_from_slice(frame.data_ref().unwrap());
+                    match frame.into_data() {
+                        Ok(data) => read.extend_from_slice(&data),
+                        Err(trailers) => {
+                            let trailers = trailers.into_trailers().unwrap();
+                            read.extend_from_slice(format!("{trailers:?}").as_bytes());
+                        }
+                    }
                     // As hyper's server does: a body at its end is polled no more.
                     if lease.is_end_stream() {
                         return Poll::Ready(());
@@ -329,5 +335,73 @@ fn requests_go_upstream_in_origin_form() {
     ] {
         let uri: Uri = uri.parse().unwrap();
         assert_eq!(origin_form(&uri), expected, "{uri}");
+    }
+}
+
+/// A server that answers every request on a connection with `response`, as it is.
+async fn scripted_server(response: &'static [u8]) -> (TestDial, Arc<AtomicUsize>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let counted = accepted.clone();
+    tokio::spawn(async move {
+        loop {
+            let (mut tcp, _) = listener.accept().await.unwrap();
+            counted.fetch_add(1, Ordering::Relaxed);
+            tokio::spawn(async move {
+                let mut request = [0u8; 1024];
+                while tcp.read(&mut request).await.unwrap_or(0) > 0 {
+                    if tcp.write_all(response).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (TestDial(addr), accepted)
+}
+
+#[tokio::test]
+async fn a_chunked_response_passes_its_trailers_on_and_its_connection_is_lent_again() {
+    let response = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n1\r\no\r\n1\r\nk\r\n0\r\nx-sum: 2\r\n\r\n";
+    let (dial, accepted) = scripted_server(response).await;
+    let idle = idle(Duration::from_secs(60));
+    let lease = lease(&idle);
+    for reused in [false, true] {
+        let (was_reused, response) = send(&lease, &dial).await;
+        assert_eq!(was_reused, reused);
+        let body = String::from_utf8(read_body(&lease, response).await).unwrap();
+        assert_eq!(body, r#"ok{"x-sum": "2"}"#);
+        assert_eq!(idle.list().len(), 1);
+    }
+    assert_eq!(accepted.load(Ordering::Relaxed), 1);
+}
+
+#[tokio::test]
+async fn a_response_whose_end_is_in_doubt_closes_its_connection() {
+    let doubtful: [&'static [u8]; 3] = [
+        // More than its length says.
+        b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nokHTTP/1.1 200 OK\r\n\r\n",
+        // Both framings.
+        b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\ntransfer-encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n",
+        // The server says it closes.
+        b"HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: 2\r\n\r\nok",
+    ];
+    for response in doubtful {
+        let (dial, accepted) = scripted_server(response).await;
+        let idle = idle(Duration::from_secs(60));
+        let lease = lease(&idle);
+        let (_, first) = send(&lease, &dial).await;
+        assert_eq!(read_body(&lease, first).await, b"ok");
+        assert_eq!(
+            idle.list().len(),
+            0,
+            "{}",
+            String::from_utf8_lossy(response)
+        );
+        let (reused, _) = send(&lease, &dial).await;
+        assert!(!reused);
+        assert_eq!(accepted.load(Ordering::Relaxed), 2);
     }
 }
