@@ -132,7 +132,9 @@ impl Held {
 /// response body that streams from it (each polls it). One per client connection and
 /// Backend, empty between requests.
 pub struct Lease {
-    held: Mutex<Option<Held>>,
+    /// Boxed: a client connection keeps its lease while it idles, empty, and the
+    /// connection (TLS state and all) is the larger part.
+    held: Mutex<Option<Box<Held>>>,
     idle: Arc<IdleConnections>,
     speaks: Arc<UpstreamSpeaks>,
 }
@@ -146,7 +148,7 @@ impl Lease {
         }
     }
 
-    fn held(&self) -> std::sync::MutexGuard<'_, Option<Held>> {
+    fn held(&self) -> std::sync::MutexGuard<'_, Option<Box<Held>>> {
         self.held.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -282,7 +284,7 @@ impl Lease {
             return Ok(None);
         }
         // The pool's dialer has told `speaks` the server's ALPN choice already.
-        *self.held() = Some(Held::new(upstream));
+        *self.held() = Some(Box::new(Held::new(upstream)));
         Ok(Some(false))
     }
 

@@ -20,7 +20,7 @@ use super::Held;
 /// between one and two idle timeouts after its last response), or with the pool.
 pub struct IdleConnections {
     idle_timeout: Duration,
-    held: Mutex<VecDeque<(Instant, Held)>>,
+    held: Mutex<VecDeque<(Instant, Box<Held>)>>,
     /// The pool was retired (its Backend changed): nothing is kept any more.
     retired: CancellationToken,
     /// A task closes expired ones while any wait.
@@ -37,12 +37,12 @@ impl IdleConnections {
         })
     }
 
-    pub(super) fn list(&self) -> std::sync::MutexGuard<'_, VecDeque<(Instant, Held)>> {
+    pub(super) fn list(&self) -> std::sync::MutexGuard<'_, VecDeque<(Instant, Box<Held>)>> {
         self.held.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The most recently idled connection that has not expired.
-    pub(super) fn take(&self) -> Option<Held> {
+    pub(super) fn take(&self) -> Option<Box<Held>> {
         let mut list = self.list();
         let now = Instant::now();
         while let Some((since, held)) = list.pop_back() {
@@ -62,7 +62,7 @@ impl IdleConnections {
 
     /// Keeps `held` for the next request (not once the pool is retired, nor with an
     /// idle timeout of zero), and starts the sweep if none runs.
-    pub(super) fn put(self: &Arc<Self>, held: Held) {
+    pub(super) fn put(self: &Arc<Self>, held: Box<Held>) {
         let mut list = self.list();
         // Under the lock: `Pools::retain` cancels, then clears.
         if self.retired.is_cancelled() || self.idle_timeout.is_zero() {
