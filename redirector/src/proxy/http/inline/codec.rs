@@ -9,8 +9,8 @@ use bytes::{Bytes, BytesMut};
 use http::header::{CONNECTION, CONTENT_LENGTH, TRANSFER_ENCODING};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response, StatusCode, Version};
 
-/// Most bytes a response head may take: as much
-/// as hyper's client lets through at the most (`pool::UPSTREAM_READ_BUFFER`).
+/// Most bytes a response head may take: as much as hyper's client lets through at the
+/// most (twice `pool::UPSTREAM_READ_BUFFER`), whatever the reads.
 pub const MAX_HEAD: usize = 2 * super::super::pool::UPSTREAM_READ_BUFFER;
 /// Most fields in a response head or trailer section.
 const MAX_FIELDS: usize = 128;
