@@ -95,6 +95,15 @@ struct Metered {
 }
 
 impl Metered {
+    /// The lease's connection is done with, `complete` or cut short.
+    fn let_go(&mut self, complete: bool) {
+        if let Upstreamed::Lease(lease) = &mut self.inner
+            && let Some(lease) = lease.take()
+        {
+            lease.ended(complete);
+        }
+    }
+
     fn finish(&mut self) {
         let Some(Record {
             completion,
@@ -122,17 +131,6 @@ impl Metered {
                     _ => "HTTP/1.1",
                 },
             });
-        }
-    }
-}
-
-impl Metered {
-    /// The lease's connection is done with, `complete` or cut short.
-    fn let_go(&mut self, complete: bool) {
-        if let Upstreamed::Lease(lease) = &mut self.inner
-            && let Some(lease) = lease.take()
-        {
-            lease.ended(complete);
         }
     }
 }
