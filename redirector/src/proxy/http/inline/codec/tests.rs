@@ -1,6 +1,8 @@
 //! The codec against hand-written heads and bodies: how each framing is read, in one
 //! piece and byte by byte, and the heads and chunks it refuses.
 
+use bytes::Bytes;
+
 use super::*;
 
 /// Parses `head` as the response to a `method` request; the rest stays in the buffer.
