@@ -3,6 +3,7 @@
 //! and expired when idle.
 
 use std::sync::atomic::AtomicUsize;
+use std::task::Waker;
 
 use http::header::HOST;
 use std::time::Duration;
