@@ -11,6 +11,7 @@ mod connection;
 pub mod http;
 mod kernel_tls;
 mod log_limit;
+mod polled_on_wake;
 mod read_ahead;
 mod relay;
 mod stats;

@@ -26,7 +26,14 @@ mod test_server;
 mod upgrade;
 mod upstream;
 
-use std::{convert::Infallible, future::Future, path::Path, pin::Pin, sync::Arc, time::Duration};
+use std::{
+    convert::Infallible,
+    future::Future,
+    path::Path,
+    pin::{Pin, pin},
+    sync::Arc,
+    time::Duration,
+};
 
 use hyper::{
     server::conn::{http1, http2},
@@ -46,6 +53,7 @@ use super::{
     Shared,
     activity::{Activity, Watched},
     connection::{Routed, report},
+    polled_on_wake::PolledOnWake,
     tcp,
 };
 use crate::tls::sniff::{FirstBytesGuard, Opening};
@@ -212,23 +220,45 @@ where
 {
     let idle = shared.limits.idle_timeout;
     tokio::pin!(connection);
-    tokio::select! {
-        result = connection.as_mut() => result,
-        () = shared.shutdown.cancelled() => {
-            graceful(connection.as_mut());
-            connection.await
+    let stop = pin!(async {
+        tokio::select! {
+            biased;
+            () = shared.shutdown.cancelled() => Stop::Shutdown,
+            () = go_away.cancelled() => Stop::GoAway,
+            () = activity.idle_for(idle) => Stop::Idle,
         }
-        () = go_away.cancelled() => {
-            tracing::debug!(backend = label, "HTTP client connection told to go: its Backend changed");
-            graceful(connection.as_mut());
-            connection.await
+    });
+    let stop = tokio::select! {
+        biased;
+        result = connection.as_mut() => return result,
+        stop = PolledOnWake::new(stop) => stop,
+    };
+    match stop {
+        Stop::Shutdown => {}
+        Stop::GoAway => {
+            tracing::debug!(
+                backend = label,
+                "HTTP client connection told to go: its Backend changed"
+            );
         }
-        () = activity.idle_for(idle) => {
+        Stop::Idle => {
             shared.stats.idle_closed(label);
-            tracing::debug!(backend = label, "HTTP client connection closed: no bytes either way for {idle:?}");
-            Ok(())
+            tracing::debug!(
+                backend = label,
+                "HTTP client connection closed: no bytes either way for {idle:?}"
+            );
+            return Ok(());
         }
     }
+    graceful(connection.as_mut());
+    connection.await
+}
+
+/// Why a client connection is ended while its work is not done.
+enum Stop {
+    Shutdown,
+    GoAway,
+    Idle,
 }
 
 #[cfg(test)]

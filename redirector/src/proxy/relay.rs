@@ -18,6 +18,7 @@ mod pipe;
 use std::{
     future::poll_fn,
     io,
+    pin::pin,
     sync::atomic::{AtomicU64, Ordering},
     task::Poll,
     time::Duration,
@@ -33,7 +34,7 @@ pub use self::{
     ends::{SpliceSink, SpliceSource, Spliced},
     pipe::{DEFAULT_PIPE_SIZE, Pipes},
 };
-use super::activity::Activity;
+use super::{activity::Activity, polled_on_wake::PolledOnWake};
 use crate::tls::sniff::FirstBytesGuard;
 
 /// Bytes copied each way.
@@ -213,9 +214,12 @@ async fn until_idle(
     activity: &Activity,
     idle: Duration,
 ) -> io::Result<()> {
+    // The timer is polled only when it fires, not at every read and write of `copy`.
+    let idle_for = pin!(activity.idle_for(idle));
     tokio::select! {
+        biased;
         result = copy => result,
-        () = activity.idle_for(idle) => Err(io::Error::new(
+        () = PolledOnWake::new(idle_for) => Err(io::Error::new(
             io::ErrorKind::TimedOut,
             format!("no bytes in either direction for {idle:?}"),
         )),
