@@ -220,7 +220,7 @@ where
 {
     let idle = shared.limits.idle_timeout;
     tokio::pin!(connection);
-    let stop = pin!(async {
+    let watchers = pin!(async {
         tokio::select! {
             biased;
             () = shared.shutdown.cancelled() => Stop::Shutdown,
@@ -228,10 +228,13 @@ where
             () = activity.idle_for(idle) => Stop::Idle,
         }
     });
+    // The watchers first: polling them costs nothing until one is woken, and a busy
+    // connection polled first could use up the task's cooperative budget, which
+    // `select!` checks before it polls anything.
     let stop = tokio::select! {
         biased;
+        stop = PolledOnWake::new(watchers) => stop,
         result = connection.as_mut() => return result,
-        stop = PolledOnWake::new(stop) => stop,
     };
     match stop {
         Stop::Shutdown => {}

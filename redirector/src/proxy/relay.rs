@@ -218,11 +218,11 @@ async fn until_idle(
     let idle_for = pin!(activity.idle_for(idle));
     tokio::select! {
         biased;
-        result = copy => result,
         () = PolledOnWake::new(idle_for) => Err(io::Error::new(
             io::ErrorKind::TimedOut,
             format!("no bytes in either direction for {idle:?}"),
         )),
+        result = copy => result,
     }
 }
 

@@ -80,8 +80,8 @@ pub struct Head {
 /// interim (1xx) responses: `None` until all of it has arrived.
 pub fn parse_head(buf: &mut BytesMut, method: &Method) -> Result<Option<Head>, CodecError> {
     loop {
-        // Left uninitialised: zeroing 128 slots for every read of a head was the
-        // largest part of this function's time (perf, HTTP keep-alive).
+        // Left uninitialised: filling 128 slots with empty headers for every read of a
+        // head was the largest part of this function's time (perf, HTTP keep-alive).
         let mut fields = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_FIELDS];
         let mut parsed = httparse::Response::new(&mut []);
         let config = httparse::ParserConfig::default();
