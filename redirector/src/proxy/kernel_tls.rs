@@ -201,4 +201,4 @@ fn probe() -> Result<Vec<CipherSuite>, KernelTlsError> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(super) mod tests;

@@ -51,7 +51,7 @@ use hyper::body::{Frame, SizeHint};
 use tokio::io::AsyncWrite;
 
 use codec::Decoded;
-use held::{Held, READ_SIZE};
+use held::Held;
 pub use idle::IdleConnections;
 
 use super::{
@@ -60,6 +60,7 @@ use super::{
     pool::UpstreamSpeaks,
     upstream::{DialError, Dialer, Upstream},
 };
+use crate::proxy::polled_on_wake::PolledOnWake;
 
 /// `answered` while a request has not been sent on any connection yet (still dialing).
 pub const DIALING: u64 = u64::MAX;
@@ -256,7 +257,12 @@ impl Lease {
                 _ => NotSent::Failed(error.into()),
             });
         }
-        let read = poll_fn(|cx| {
+        // Polled again only when the upstream socket (or rustls) wakes it: while the
+        // response is awaited, hyper polls the request's future several times per wake of
+        // the task (its dispatcher's loop, the response timeout's first poll), and each
+        // of those polls took the held connection's lock and registered the task's waker
+        // with the socket once more (uprobes: 3 per request).
+        let read = PolledOnWake::new(poll_fn(|cx| {
             let mut guard = self.held();
             let Some(held) = guard.as_mut() else {
                 return Poll::Ready(Err(io::Error::from(io::ErrorKind::NotConnected).into()));
@@ -272,7 +278,7 @@ impl Lease {
                     Ok(None) => {}
                     Err(error) => return Poll::Ready(Err(BoxError::from(error))),
                 }
-                match held.poll_fill(cx, READ_SIZE) {
+                match held.poll_fill_head(cx) {
                     Poll::Pending => return Poll::Pending,
                     Poll::Ready(Ok(0)) => {
                         let closed = codec::CodecError::Closed("before the response head");
@@ -282,7 +288,7 @@ impl Lease {
                     Poll::Ready(Err(error)) => return Poll::Ready(Err(error.into())),
                 }
             }
-        })
+        }))
         .await;
         read.map_err(|error| {
             *self.held() = None;

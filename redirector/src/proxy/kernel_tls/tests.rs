@@ -54,10 +54,11 @@ async fn echo(mut tls: ServerTls) -> bool {
     }
 }
 
-type ServerTls = tokio_rustls::server::TlsStream<TcpStream>;
+pub(in crate::proxy) type ServerTls = tokio_rustls::server::TlsStream<TcpStream>;
 
-/// A TLS 1.3 connection to a server that picks `cipher` and runs `serve`.
-async fn connected_to<F, Served>(
+/// A TLS 1.3 connection to a server that picks `cipher` and runs `serve` (also the
+/// inline HTTP path's tests).
+pub(in crate::proxy) async fn connected_to<F, Served>(
     record_bounded: bool,
     cipher: CipherSuite,
     serve: F,

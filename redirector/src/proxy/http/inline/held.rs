@@ -12,6 +12,7 @@ use std::{
 };
 
 use bytes::BytesMut;
+use tokio::io::AsyncBufRead;
 
 use super::{Upstream, codec::Decoder};
 
@@ -63,6 +64,42 @@ impl Held {
             self.buf.reserve(wanted);
         }
         tokio_util::io::poll_read_buf(Pin::new(&mut self.io), cx, &mut self.buf)
+    }
+
+    /// [`Held::poll_fill`] for a response head: from a TLS upstream, what rustls has
+    /// opened once it has some, with no further socket read. tokio-rustls's `poll_read`
+    /// goes on reading the socket until the caller's buffer is full, and the read that
+    /// finds nothing took the socket's waker lock and registered the task's waker again,
+    /// once more per request (uprobes) for nothing: the head is read, and the response's
+    /// body, if more of it comes, is read from `poll_fill_body`.
+    pub(super) fn poll_fill_head(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
+        let Upstream::Tls(tls) = &mut self.io else {
+            return self.poll_fill(cx, READ_SIZE);
+        };
+        if self.buf.capacity() - self.buf.len() < READ_SIZE / 2 {
+            self.buf.reserve(READ_SIZE);
+        }
+        let mut read = 0;
+        loop {
+            let chunk = match Pin::new(&mut **tls).poll_fill_buf(cx) {
+                Poll::Ready(Ok(chunk)) => chunk,
+                // Nothing read yet: the socket's answer is this call's.
+                other if read == 0 => return other.map_ok(<[u8]>::len),
+                // Bytes read already: whatever comes next is the next call's to meet.
+                _ => break,
+            };
+            let room = self.buf.capacity() - self.buf.len();
+            let taken = chunk.len().min(room);
+            self.buf.extend_from_slice(&chunk[..taken]);
+            Pin::new(&mut **tls).consume(taken);
+            read += taken;
+            // Stop at the end of the stream, a full buffer, or once what rustls had
+            // opened is taken (`wants_read`: the next chunk needs a socket read).
+            if taken == 0 || taken == room || tls.get_ref().1.wants_read() {
+                break;
+            }
+        }
+        Poll::Ready(Ok(read))
     }
 
     /// Reads the next part of the response body: as much as is left of it, within

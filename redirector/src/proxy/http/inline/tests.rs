@@ -55,14 +55,16 @@ fn lease(idle: &Arc<IdleConnections>) -> Lease {
 
 /// Sends a GET on a connection `lease` holds: whether the connection was reused, and the
 /// response, whose body has not been read.
-async fn send(lease: &Lease, dial: &TestDial) -> (bool, Response<()>) {
+async fn send(lease: &Lease, dial: &impl Connect) -> (bool, Response<()>) {
     let request = Request::get("/")
         .header(HOST, "api.example.test")
         .body(())
         .unwrap();
     let answered = AtomicU64::new(DIALING);
+    // The address the client dialed, for error messages only.
+    let original = SocketAddr::from(([127, 0, 0, 1], 443));
     match lease
-        .send(dial, request, (dial.0, &answered))
+        .send(dial, request, (original, &answered))
         .await
         .unwrap()
     {
@@ -406,3 +408,5 @@ async fn a_response_whose_end_is_in_doubt_closes_its_connection() {
         assert_eq!(accepted.load(Ordering::Relaxed), 2);
     }
 }
+
+mod tls;
