@@ -71,7 +71,10 @@ impl Held {
     /// goes on reading the socket until the caller's buffer is full, and the read that
     /// finds nothing took the socket's waker lock and registered the task's waker again,
     /// once more per request (uprobes) for nothing: the head is read, and the response's
-    /// body, if more of it comes, is read from `poll_fill_body`.
+    /// body, if more of it comes, is read from `poll_fill_body`. tokio-rustls keeps an
+    /// error its `poll_read` met after data for that method's next call, which this one
+    /// does not make; `is_open` makes it (through `poll_read`) before a connection is
+    /// lent, so a connection with an error kept is closed, never sent on.
     pub(super) fn poll_fill_head(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
         let Upstream::Tls(tls) = &mut self.io else {
             return self.poll_fill(cx, READ_SIZE);
@@ -85,7 +88,9 @@ impl Held {
                 Poll::Ready(Ok(chunk)) => chunk,
                 // Nothing read yet: the socket's answer is this call's.
                 other if read == 0 => return other.map_ok(<[u8]>::len),
-                // Bytes read already: whatever comes next is the next call's to meet.
+                // Not met: a later round only asks for plaintext rustls holds already,
+                // which it hands out without I/O. Should it ever fail here, the bytes
+                // taken go on and the next call meets the failure again.
                 _ => break,
             };
             let room = self.buf.capacity() - self.buf.len();

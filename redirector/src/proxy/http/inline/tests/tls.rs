@@ -31,7 +31,9 @@ impl Connect for TlsDial {
 }
 
 /// Answers two requests with `hello`, each response in four records that cut its head
-/// mid-line, then reads a third request and closes (close_notify) instead of answering.
+/// mid-line, with a pause after each so that the client reads most of them apart (as
+/// `trickling_server` paces its pieces); then reads a third request, sends part of a
+/// head and closes (close_notify).
 async fn cut_heads(mut tls: ServerTls) {
     let mut request = [0u8; 1024];
     for _ in 0..2 {
@@ -45,9 +47,11 @@ async fn cut_heads(mut tls: ServerTls) {
         for part in parts {
             tls.write_all(part).await.unwrap();
             tls.flush().await.unwrap();
+            tokio::time::sleep(Duration::from_millis(2)).await;
         }
     }
     assert!(tls.read(&mut request).await.unwrap() > 0);
+    tls.write_all(b"HTTP/1.1 200 OK\r\n").await.unwrap();
     tls.shutdown().await.unwrap();
 }
 
@@ -58,22 +62,25 @@ async fn response_heads_cut_across_tls_records_are_read_whole() {
     let dial = TlsDial(Mutex::new(Some(tls)));
     let idle = idle(Duration::from_secs(60));
     let lease = lease(&idle);
-    for round in 0..2 {
-        let (reused, response) = send(&lease, &dial).await;
-        assert_eq!(reused, round == 1);
-        assert_eq!(response.headers()["content-length"], "5");
-        assert_eq!(read_body(&lease, response).await, b"hello");
-    }
-    // The server closes where the third head would be: the request fails, on the one
-    // connection (a second dial would panic).
-    let request = Request::get("/").body(()).unwrap();
-    let answered = AtomicU64::new(DIALING);
-    let original = SocketAddr::from(([127, 0, 0, 1], 443));
-    let sending = lease.send(&dial, request, (original, &answered));
-    let sent = tokio::time::timeout(Duration::from_secs(10), sending).await;
-    assert!(
-        sent.expect("the close is seen").is_err(),
-        "no response to the third request"
-    );
+    let rounds = async {
+        for round in 0..2 {
+            let (reused, response) = send(&lease, &dial).await;
+            assert_eq!(reused, round == 1);
+            assert_eq!(response.headers()["content-length"], "5");
+            assert_eq!(read_body(&lease, response).await, b"hello");
+        }
+        // The server closes in the middle of the third head: the request fails, on the
+        // one connection (a second dial would panic).
+        let request = Request::get("/").body(()).unwrap();
+        let answered = AtomicU64::new(DIALING);
+        let original = SocketAddr::from(([127, 0, 0, 1], 443));
+        lease.send(&dial, request, (original, &answered)).await
+    };
+    let third = tokio::time::timeout(Duration::from_secs(10), rounds).await;
+    let Err(error) = third.expect("no wake lost") else {
+        panic!("a response to the third request");
+    };
+    let detail = error.detail;
+    assert!(detail.contains("before the response head"), "{detail}");
     served.await.unwrap();
 }
