@@ -59,10 +59,7 @@ impl Held {
         cx: &mut Context<'_>,
         wanted: usize,
     ) -> Poll<io::Result<usize>> {
-        // A buffer whose parts have all been passed on is used again from its start.
-        if self.buf.capacity() - self.buf.len() < wanted / 2 {
-            self.buf.reserve(wanted);
-        }
+        make_room(&mut self.buf, wanted);
         tokio_util::io::poll_read_buf(Pin::new(&mut self.io), cx, &mut self.buf)
     }
 
@@ -79,9 +76,7 @@ impl Held {
         let Upstream::Tls(tls) = &mut self.io else {
             return self.poll_fill(cx, READ_SIZE);
         };
-        if self.buf.capacity() - self.buf.len() < READ_SIZE / 2 {
-            self.buf.reserve(READ_SIZE);
-        }
+        make_room(&mut self.buf, READ_SIZE);
         let mut read = 0;
         loop {
             let chunk = match Pin::new(&mut **tls).poll_fill_buf(cx) {
@@ -123,5 +118,13 @@ impl Held {
     pub(super) fn is_open(&mut self) -> bool {
         let mut cx = Context::from_waker(Waker::noop());
         matches!(self.poll_fill(&mut cx, READ_SIZE), Poll::Pending) && self.buf.is_empty()
+    }
+}
+
+/// Room in `buf` for about `wanted` bytes, at least half of it. A buffer whose parts have
+/// all been passed on is used again from its start.
+fn make_room(buf: &mut BytesMut, wanted: usize) {
+    if buf.capacity() - buf.len() < wanted / 2 {
+        buf.reserve(wanted);
     }
 }
