@@ -1,6 +1,6 @@
 //! One wrk run from the pod, the CPU the proxy and nginx spent during it (from
-//! /proc/<pid>/stat before and after) and the TCP connections nginx accepted (from its
-//! namespace's /proc/net/snmp): whether a proxy reuses upstream connections is a count,
+//! /proc/<pid>/stat before and after), the whole machine's (/proc/stat) and the TCP
+//! connections nginx accepted (from its namespace's /proc/net/snmp): whether a proxy reuses upstream connections is a count,
 //! not a guess from the throughput. For a redirector case the connections the agent
 //! accepted are counted the same way (its node namespace): a plaintext client that was
 //! not redirected would still get its answers, straight from nginx, so a run in which
@@ -37,7 +37,8 @@ impl Bed<'_> {
         let agent_pid = proxy_pid.filter(|_| case.is_redirector());
         let accepted = || agent_pid.map(servers::passive_opens).transpose();
         let accepted_before = accepted()?;
-        let proxy_before = proxy_pid.map(servers::cpu_seconds).transpose()?;
+        let proxy_before = proxy_pid.map(servers::cpu_times).transpose()?;
+        let machine_before = servers::machine_cpu()?;
         let nginx_before = cpu(&nginx_pids)?;
         let opens_before = opens();
         let mut command = self.topology.spawn_in_pod(
@@ -46,7 +47,8 @@ impl Bed<'_> {
         );
         let mut child = ChildGuard::spawn("wrk", &mut command)?;
         let finished = child.finish(plan.wrk_timeout())?;
-        let proxy_after = proxy_pid.map(servers::cpu_seconds).transpose()?;
+        let proxy_after = proxy_pid.map(servers::cpu_times).transpose()?;
+        let machine = machine_before.until(servers::machine_cpu()?);
         let nginx_after = cpu(&nginx_pids)?;
         let opens_after = opens();
         let accepted_after = accepted()?;
@@ -57,6 +59,7 @@ impl Bed<'_> {
                 finished.stderr.join(" ")
             );
         }
+        let proxy = proxy_before.zip(proxy_after).map(|(b, a)| b.until(a));
         let report = wrk::parse(&finished.stdout.join("\n"))?;
         if let (Some(before), Some(after)) = (accepted_before, accepted_after)
             && after == before
@@ -70,7 +73,9 @@ impl Bed<'_> {
         Ok(Sample {
             rep,
             wrk: report,
-            proxy_cpu_s: proxy_before.zip(proxy_after).map(|(b, a)| a - b),
+            proxy_cpu_s: proxy.map(|p| p.user_s + p.system_s),
+            proxy_user_s: proxy.map(|p| p.user_s),
+            machine: Some(machine),
             nginx_cpu_s: nginx_after - nginx_before,
             upstream_conns: opens_before
                 .zip(opens_after)

@@ -1,7 +1,8 @@
 //! Results of the benchmark runs and the Markdown report made of them.
 //!
 //! The report is made of the results table (`summary`), the machine's ceilings measured
-//! in the same run (`ceilings`), the ratios against the references (`ratios`), the issue
+//! in the same run (`ceilings`), where the machine's CPU goes and what that bounds
+//! (`budget`), the ratios against the references (`ratios`), the issue
 //! 14 targets (`targets`), the TCP Backend against the last committed run before HTTP
 //! forwarding (`before`) and every run (`runs`); this module puts them together. Only
 //! the planned cases and workloads appear (`--cases`, `--workloads`), so a partial run
@@ -9,6 +10,7 @@
 //! bench/history.md.
 
 mod before;
+mod budget;
 mod cases;
 mod ceilings;
 mod format;
@@ -87,6 +89,9 @@ pub fn render(results: &Results, ceilings: Option<&Ceilings>, ctx: &Context) -> 
     if let Some(ceilings) = ceilings {
         md.push_str(&ceilings::section(ceilings, results));
     }
+    if let Some(section) = budget::section(results) {
+        md.push_str(&section);
+    }
 
     md.push_str("\n## Ratios and targets\n");
     if let Some(section) = targets::section(results) {
@@ -127,6 +132,7 @@ pub fn render(results: &Results, ceilings: Option<&Ceilings>, ctx: &Context) -> 
 
 #[cfg(test)]
 mod tests {
+    use super::super::servers::MachineCpu;
     use super::*;
 
     fn sample(rep: u32, rps: f64, p99: f64, cpu: Option<f64>) -> Sample {
@@ -144,6 +150,12 @@ mod tests {
                 socket_errors_line: None,
             },
             proxy_cpu_s: cpu,
+            proxy_user_s: cpu.map(|c| c / 4.0),
+            machine: Some(MachineCpu {
+                busy_s: 19.0,
+                total_s: 20.0,
+                cpus: 2,
+            }),
             nginx_cpu_s: 1.0,
             upstream_conns: Some(7),
         }
@@ -205,6 +217,16 @@ mod tests {
             md.contains(
                 "| TLS Backend (redirector TCP) / direct TLS, bulk 1 MiB MiB/s | 0.250 | ≥ 0.95 | **no** |"
             ),
+            "{md}"
+        );
+        // The CPU section leaves the failed case out of its tables and its bound n/a.
+        let cpu = &md[md.find("## Where the CPU goes").expect("the CPU section")..];
+        assert!(
+            !cpu[..cpu.find("## Ratios").unwrap()].contains("| redirector, protocol HTTP |"),
+            "{md}"
+        );
+        assert!(
+            cpu.contains("HAProxy mode http, keep-alive req/s | n/a | ≥ 1.2 |"),
             "{md}"
         );
         assert!(results.complete(Case::HaproxyHttp));

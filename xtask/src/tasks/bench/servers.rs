@@ -30,7 +30,9 @@ pub use haproxy::{Haproxy, Listen, Upstream};
 pub use iperf3::Iperf3Server;
 pub use nginx::Nginx;
 pub use pki::{BackendSpec, Pki, write_backend_dir};
-pub use process::{cpu_seconds, find_redirector, passive_opens, threads};
+pub use process::{
+    MachineCpu, cpu_seconds, cpu_times, find_redirector, machine_cpu, passive_opens, threads,
+};
 
 /// The name the service is declared and served under.
 pub const HOSTNAME: &str = "api.redirector.test";

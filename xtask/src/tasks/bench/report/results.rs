@@ -1,6 +1,7 @@
 //! What was measured: every run of every (case, workload) that was planned, and the
 //! medians the report is made of.
 
+use super::super::servers::MachineCpu;
 use super::cases::{CASES, Case};
 use super::format::one_line;
 use super::wrk::{self, Workload};
@@ -20,6 +21,11 @@ pub struct Sample {
     pub wrk: wrk::Report,
     /// CPU seconds the proxy process spent during the run (none for the direct case).
     pub proxy_cpu_s: Option<f64>,
+    /// Of those, the seconds in user space (the rest is the kernel's, on its behalf).
+    pub proxy_user_s: Option<f64>,
+    /// The whole machine's CPU time across the run: what wrk, nginx, the proxy and the
+    /// kernel's softirqs and threads used together, and what was left idle.
+    pub machine: Option<MachineCpu>,
     /// CPU seconds nginx (master + worker) spent during the run.
     pub nginx_cpu_s: f64,
     /// TCP connections nginx accepted during the run (the ext namespace's
