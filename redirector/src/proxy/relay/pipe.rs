@@ -27,6 +27,11 @@ use super::{
 /// The most one splice into a pipe asks for: a default pipe's capacity.
 const CHUNK: usize = DEFAULT_PIPE_SIZE;
 
+/// A chunk shorter than this is taken for a whole message and the look after it is a
+/// read through a buffer of this size (what arrived since is copied); splicing goes on
+/// once a read fills it.
+const PROBE: usize = 4 * 1024;
+
 /// Empty pipes kept for the next chunk; more are closed when given back. A pipe is lent
 /// only while a chunk moves, so few are in use at any instant.
 const IDLE_MAX: usize = 64;
@@ -90,6 +95,9 @@ pub struct Pipes {
     /// Bytes splice(2) moved through the pipes (for tests: which path bytes took).
     #[cfg(test)]
     spliced: AtomicU64,
+    /// Splices out of a socket that found nothing (for tests: system calls spent).
+    #[cfg(test)]
+    empty_splices: AtomicU64,
     /// The capacity new pipes are given (for tests).
     #[cfg(test)]
     resize: Option<usize>,
@@ -103,6 +111,8 @@ impl Pipes {
             max,
             #[cfg(test)]
             spliced: AtomicU64::new(0),
+            #[cfg(test)]
+            empty_splices: AtomicU64::new(0),
             #[cfg(test)]
             resize: None,
         }
@@ -168,6 +178,12 @@ impl Pipes {
     pub fn spliced(&self) -> u64 {
         self.spliced.load(Ordering::Relaxed)
     }
+
+    /// Splices out of a socket that found nothing so far (for tests).
+    #[cfg(test)]
+    pub fn empty_splices(&self) -> u64 {
+        self.empty_splices.load(Ordering::Relaxed)
+    }
 }
 
 /// A pipe on loan: back to the pool when dropped empty, closed if dropped holding bytes
@@ -230,29 +246,46 @@ pub async fn splice_until_eof(
     moved: &AtomicU64,
     activity: &Activity,
 ) -> io::Result<()> {
+    // Whether the last chunk out of `from` was a short message (less than `PROBE`
+    // bytes): then the socket was most likely drained, and the next look at it is a
+    // read. Both find nothing alike, but a splice that finds nothing needs an ioctl
+    // after it (an urgent mark stops splice(2) the same way), and a read reads past the
+    // mark: 3 system calls per request or response instead of 4. Longer chunks are
+    // followed by a splice, as a stream that paused is likely to go on: a read there
+    // would copy what a splice moves.
+    let mut drained = false;
     loop {
         from.socket().readable().await?;
         // A destination that takes nothing (a client that stopped reading) keeps the
         // bytes in the source socket, not in a pipe.
         to.socket().writable().await?;
-        // Neither a pipe nor a buffer is held while waiting for data: readiness can be
-        // stale, and a chunk that finds nothing gives them back and waits again.
-        let lent = pipes
-            .lend()
-            .filter(|lent| lent.size() >= from.pipe_needed());
-        let moved_now = match lent {
-            Some(mut lent) => match spliced_chunk(&from, &mut to, &mut lent).await? {
-                Some(Spliced::Moved(moved_now)) => Some(moved_now),
-                None => None,
-                // A plain read takes what splice(2) does not (the urgent byte in line,
-                // a TLS record that is not data) and what follows: splicing goes on
-                // from the next chunk.
-                Some(Spliced::ReadInstead) => {
-                    drop(lent);
-                    buffered_chunk(&mut from, &mut to, buffer_size).await?
-                }
-            },
-            None => buffered_chunk(&mut from, &mut to, buffer_size).await?,
+        let moved_now = if std::mem::take(&mut drained) {
+            let read = buffered_chunk(&mut from, &mut to, PROBE).await?;
+            drained = read.is_some_and(|read| read < PROBE);
+            read
+        } else {
+            // Neither a pipe nor a buffer is held while waiting for data: readiness can
+            // be stale, and a chunk that finds nothing gives them back and waits again.
+            let lent = pipes
+                .lend()
+                .filter(|lent| lent.size() >= from.pipe_needed());
+            match lent {
+                Some(mut lent) => match spliced_chunk(&from, &mut to, &mut lent).await? {
+                    Some(Spliced::Moved(moved_now)) => {
+                        drained = moved_now < PROBE;
+                        Some(moved_now)
+                    }
+                    None => None,
+                    // A plain read takes what splice(2) does not (the urgent byte in
+                    // line, a TLS record that is not data) and what follows: splicing
+                    // goes on from the next chunk.
+                    Some(Spliced::ReadInstead) => {
+                        drop(lent);
+                        buffered_chunk(&mut from, &mut to, buffer_size).await?
+                    }
+                },
+                None => buffered_chunk(&mut from, &mut to, buffer_size).await?,
+            }
         };
         let Some(moved_now) = moved_now else { continue };
         if moved_now == 0 {
@@ -281,7 +314,11 @@ async fn spliced_chunk(
         from.classify(splice(socket.as_raw_fd(), pipe_write, CHUNK))
     });
     let filled = match filled {
-        Err(error) if error.kind() == io::ErrorKind::WouldBlock => return Ok(None),
+        Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
+            #[cfg(test)]
+            lent.pipes.empty_splices.fetch_add(1, Ordering::Relaxed);
+            return Ok(None);
+        }
         Err(error) => return Err(error),
         Ok(Spliced::Moved(filled)) => filled,
         Ok(Spliced::ReadInstead) => return Ok(Some(Spliced::ReadInstead)),

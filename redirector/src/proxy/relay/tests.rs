@@ -307,6 +307,38 @@ async fn a_waiting_connection_holds_no_pipe() {
     assert!(pipes.live() >= 1, "the exchange went through pipes");
 }
 
+#[tokio::test]
+async fn a_message_that_drained_its_socket_is_not_followed_by_an_empty_splice() {
+    let Loopback {
+        mut app,
+        mut server,
+        relay,
+        pipes,
+    } = loopback(Vec::new(), Ok(())).await;
+    // The opening goes through the guard's reads; every message after it is spliced.
+    app.write_all(b"hello\n").await.unwrap();
+    let mut got = [0u8; 6];
+    in_time(server.read_exact(&mut got)).await.unwrap();
+    for _ in 0..20 {
+        server.write_all(b"pong\n").await.unwrap();
+        in_time(app.read_exact(&mut got[..5])).await.unwrap();
+        assert_eq!(&got[..5], b"pong\n");
+        app.write_all(b"ping\n").await.unwrap();
+        in_time(server.read_exact(&mut got[..5])).await.unwrap();
+        assert_eq!(&got[..5], b"ping\n");
+    }
+    // Each message was shorter than a splice asks for: the look after it is a read,
+    // which finds nothing as a splice would, without the ioctl an empty splice needs.
+    assert_eq!(pipes.empty_splices(), 0, "splices that found nothing");
+    assert!(pipes.spliced() > 0, "the messages went through pipes");
+    drop((app, server));
+    let (moved, _, _) = in_time(relay).await.unwrap();
+    assert_eq!(
+        (moved.client_to_upstream, moved.upstream_to_client),
+        (106, 100)
+    );
+}
+
 /// Fails a step that does not finish in time (a stalled direction), instead of hanging.
 async fn in_time<T>(step: impl Future<Output = T>) -> T {
     tokio::time::timeout(Duration::from_secs(10), step)
