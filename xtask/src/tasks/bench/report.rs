@@ -383,5 +383,10 @@ mod tests {
             ),
             "{entry}"
         );
+        // The bounds follow the targets; each run was 95% busy: 0.950 * 20 / 19.
+        assert!(
+            entry.contains("| bound (where the CPU goes) | value | target |\n|---|---:|---|\n| redirector plaintext at a fully busy machine / direct plaintext, bulk MiB/s | 1.000 | ≥ 0.9 |"),
+            "{entry}"
+        );
     }
 }

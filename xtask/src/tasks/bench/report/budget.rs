@@ -223,6 +223,25 @@ fn beside_rows() -> [(Beside, &'static Unit); 5] {
     ]
 }
 
+/// The planned bounds beside the targets as Markdown table rows
+/// (`| bound | value | target |`).
+pub(super) fn bound_rows(results: &Results) -> Vec<String> {
+    let mut rows = Vec::new();
+    for (row, unit) in beside_rows() {
+        if !(results.planned(row.ours, unit.workload) && results.planned(row.base, unit.workload)) {
+            continue;
+        }
+        let bound = median(results, row.ours, unit, row.bound);
+        let base = results.median(row.base, unit.workload, |s| Some((unit.rate)(s)));
+        let value = match (bound, base) {
+            (Some(bound), Some(base)) if base > 0.0 => format!("{:.3}", bound / base),
+            _ => "n/a".to_owned(),
+        };
+        rows.push(format!("| {} | {value} | {} |", row.name, row.target));
+    }
+    rows
+}
+
 /// The "Where the CPU goes" section, if any keep-alive or bulk run has the machine's
 /// CPU time.
 pub(super) fn section(results: &Results) -> Option<String> {
@@ -245,26 +264,16 @@ pub(super) fn section(results: &Results) -> Option<String> {
     for table in tables {
         md.push_str(&table);
     }
-    let mut rows = String::new();
-    for (row, unit) in beside_rows() {
-        if !(results.planned(row.ours, unit.workload) && results.planned(row.base, unit.workload)) {
-            continue;
-        }
-        let bound = median(results, row.ours, unit, row.bound);
-        let base = results.median(row.base, unit.workload, |s| Some((unit.rate)(s)));
-        let value = match (bound, base) {
-            (Some(bound), Some(base)) if base > 0.0 => format!("{:.3}", bound / base),
-            _ => "n/a".to_owned(),
-        };
-        let _ = writeln!(rows, "| {} | {value} | {} |", row.name, row.target);
-    }
+    let rows = bound_rows(results);
     if !rows.is_empty() {
         md.push_str(
             "\nThe bounds beside the targets they limit (a bound of ours over the reference's \
              measured rate; the target is for the measured ratio):\n\n\
              | bound | value | target |\n|---|---:|---|\n",
         );
-        md.push_str(&rows);
+        for row in rows {
+            let _ = writeln!(md, "{row}");
+        }
     }
     Some(md)
 }

@@ -3,6 +3,7 @@
 
 use std::fmt::Write as _;
 
+use super::budget;
 use super::ceilings::Ceilings;
 use super::format::{fmt_latency, fmt_num, fmt_rate};
 use super::ratios::{Metric, mib, p99, rps};
@@ -27,7 +28,7 @@ pub struct HistoryHead {
 }
 
 /// The Markdown of one history entry: a heading, a few facts, the medians per case and
-/// workload, and the issue 14 target rows.
+/// workload, the issue 14 target rows and the bounds beside them.
 pub fn entry(results: &Results, ceilings: Option<&Ceilings>, head: &HistoryHead) -> String {
     let label = if head.label.is_empty() {
         "no label".to_owned()
@@ -77,6 +78,13 @@ pub fn entry(results: &Results, ceilings: Option<&Ceilings>, head: &HistoryHead)
     if !rows.is_empty() {
         md.push_str("\n| issue 14 target | value | bound | met |\n|---|---:|---|---|\n");
         for row in rows {
+            let _ = writeln!(md, "{row}");
+        }
+    }
+    let bounds = budget::bound_rows(results);
+    if !bounds.is_empty() {
+        md.push_str("\n| bound (where the CPU goes) | value | target |\n|---|---:|---|\n");
+        for row in bounds {
             let _ = writeln!(md, "{row}");
         }
     }
