@@ -47,6 +47,14 @@ impl SpliceSource for KernelTlsRead<'_> {
         // of the default size is used, else the record is read instead.
         DEFAULT_PIPE_SIZE
     }
+
+    fn read_after_short_chunk(&self) -> bool {
+        // No ioctl to save: an empty splice out of a kernel TLS socket is EAGAIN and
+        // nothing more. And a read into a small buffer would leave the rest of a longer
+        // record decrypted in the kernel for the splice after it, a path this relay
+        // otherwise takes only after a record that is not data: whole records, as before.
+        false
+    }
 }
 
 impl SpliceSink for KernelTlsWrite<'_> {

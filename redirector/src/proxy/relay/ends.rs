@@ -37,6 +37,12 @@ pub trait SpliceSource {
     fn pipe_needed(&self) -> usize {
         0
     }
+
+    /// Whether a chunk shorter than `pipe::PROBE` may be followed by a read rather than
+    /// a splice (`splice_until_eof` says why that pays on plain TCP).
+    fn read_after_short_chunk(&self) -> bool {
+        true
+    }
 }
 
 /// The socket a spliced direction writes.

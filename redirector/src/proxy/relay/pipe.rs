@@ -27,9 +27,11 @@ use super::{
 /// The most one splice into a pipe asks for: a default pipe's capacity.
 const CHUNK: usize = DEFAULT_PIPE_SIZE;
 
-/// A chunk shorter than this is taken for a whole message and the look after it is a
-/// read through a buffer of this size (what arrived since is copied); splicing goes on
-/// once a read fills it.
+/// A chunk shorter than this is taken for a whole message (a request, a response), and
+/// the look after it is a read through a buffer of this size (at most `buffer_size`):
+/// what arrived since is copied. Splicing goes on once a read fills the buffer or finds
+/// nothing; a stream that trickles in pieces this small is copied throughout, which
+/// costs no more than splicing them.
 const PROBE: usize = 4 * 1024;
 
 /// Empty pipes kept for the next chunk; more are closed when given back. A pipe is lent
@@ -246,22 +248,23 @@ pub async fn splice_until_eof(
     moved: &AtomicU64,
     activity: &Activity,
 ) -> io::Result<()> {
-    // Whether the last chunk out of `from` was a short message (less than `PROBE`
-    // bytes): then the socket was most likely drained, and the next look at it is a
-    // read. Both find nothing alike, but a splice that finds nothing needs an ioctl
-    // after it (an urgent mark stops splice(2) the same way), and a read reads past the
-    // mark: 3 system calls per request or response instead of 4. Longer chunks are
-    // followed by a splice, as a stream that paused is likely to go on: a read there
-    // would copy what a splice moves.
-    let mut drained = false;
+    // Whether the last chunk out of `from` was a short message: then the socket was most
+    // likely drained, and the next look at it is a read. A read that finds nothing
+    // costs what a splice that finds nothing costs, but that splice needs an ioctl after
+    // it to tell an empty socket from one stopped at the TCP urgent mark, where splice(2)
+    // stops the same way (a read goes past the mark): 3 system calls per request or
+    // response instead of 4. Longer chunks are followed by a splice, as a stream that
+    // paused is likely to go on: a read there would copy what a splice moves.
+    let probe = PROBE.min(buffer_size).max(1);
+    let mut read_next = false;
     loop {
         from.socket().readable().await?;
         // A destination that takes nothing (a client that stopped reading) keeps the
         // bytes in the source socket, not in a pipe.
         to.socket().writable().await?;
-        let moved_now = if std::mem::take(&mut drained) {
-            let read = buffered_chunk(&mut from, &mut to, PROBE).await?;
-            drained = read.is_some_and(|read| read < PROBE);
+        let moved_now = if read_next {
+            let read = buffered_chunk(&mut from, &mut to, probe).await?;
+            read_next = read.is_some_and(|read| read < probe);
             read
         } else {
             // Neither a pipe nor a buffer is held while waiting for data: readiness can
@@ -272,7 +275,7 @@ pub async fn splice_until_eof(
             match lent {
                 Some(mut lent) => match spliced_chunk(&from, &mut to, &mut lent).await? {
                     Some(Spliced::Moved(moved_now)) => {
-                        drained = moved_now < PROBE;
+                        read_next = moved_now < probe && from.read_after_short_chunk();
                         Some(moved_now)
                     }
                     None => None,
