@@ -146,6 +146,8 @@ impl BackendKey {
 pub struct Redirect {
     /// Id of the Backend whose address matched (see the agent's `BackendId`).
     pub backend_id: u64,
+    /// The cgroup (v2) id of the process that connected: who made the connection.
+    pub cgroup: u64,
     /// The address and port the application dialed.
     pub original: Endpoint,
     pub _pad: [u8; 4],
@@ -157,6 +159,8 @@ pub struct Redirect {
 pub struct DnsRecord {
     /// The caller's scope (as for connects): which Backend names it may see.
     pub scope: u64,
+    /// The cgroup (v2) id of the process that asked: who resolved what.
+    pub cgroup: u64,
     /// The nameserver the application addressed.
     pub nameserver: Endpoint,
     pub _pad: [u8; 4],
@@ -240,9 +244,9 @@ mod tests {
     fn layouts_have_no_implicit_padding() {
         assert_eq!(core::mem::size_of::<Endpoint>(), 20);
         assert_eq!(core::mem::size_of::<BackendKey>(), 32);
-        assert_eq!(core::mem::size_of::<Redirect>(), 32);
+        assert_eq!(core::mem::size_of::<Redirect>(), 40);
         assert_eq!(core::mem::size_of::<ProxyConfig>(), 44);
-        assert_eq!(core::mem::size_of::<DnsRecord>(), 32);
+        assert_eq!(core::mem::size_of::<DnsRecord>(), 40);
         assert_eq!(core::mem::size_of::<DnsConfig>(), 72);
     }
 

@@ -21,7 +21,7 @@ use aya_ebpf::{
 };
 use redirector_common::{CLUSTER_SCOPE, DNS_PORT, DnsConfig, DnsRecord, Endpoint, ProxyConfig};
 
-use crate::{AGENT_SOCKETS, ALLOW, cookie_of, sockaddr};
+use crate::{AGENT_SOCKETS, ALLOW, caller_cgroup, cookie_of, sockaddr};
 
 #[map]
 pub static DNS_CONFIG: Array<DnsConfig> = Array::with_max_entries(1, 0);
@@ -105,6 +105,7 @@ pub fn capture(
     let scoped = proxy.is_some_and(|p| p.flags & ProxyConfig::SCOPED != 0);
     let record = DnsRecord {
         scope: if scoped { scope() } else { CLUSTER_SCOPE },
+        cgroup: caller_cgroup(),
         nameserver: original,
         _pad: [0; 4],
     };

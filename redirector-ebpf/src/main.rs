@@ -35,7 +35,9 @@ mod sockaddr;
 
 use aya_ebpf::{
     EbpfContext,
-    helpers::{bpf_get_current_ancestor_cgroup_id, bpf_get_socket_cookie},
+    helpers::{
+        bpf_get_current_ancestor_cgroup_id, bpf_get_current_cgroup_id, bpf_get_socket_cookie,
+    },
     macros::{cgroup_skb, cgroup_sock_addr, map, sock_ops},
     maps::{Array, HashMap, LruHashMap},
     programs::{SkBuffContext, SockAddrContext, SockOpsContext},
@@ -144,6 +146,13 @@ fn redirect_datagram(ctx: &SockAddrContext, family: sockaddr::Family) -> i32 {
     }
 }
 
+/// The cgroup (v2) id of the calling process: who the connection or query is from.
+#[inline(always)]
+fn caller_cgroup() -> u64 {
+    // SAFETY: the helper only reads the current task's cgroup.
+    unsafe { bpf_get_current_cgroup_id() }
+}
+
 #[inline(always)]
 fn cookie_of<C: EbpfContext>(ctx: &C) -> u64 {
     // SAFETY: the helper only reads the context pointer the kernel handed us.
@@ -234,6 +243,7 @@ fn try_redirect_connect(ctx: &SockAddrContext, family: sockaddr::Family) -> Resu
     };
     let record = Redirect {
         backend_id,
+        cgroup: caller_cgroup(),
         original,
         _pad: [0; 4],
     };

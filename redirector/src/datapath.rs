@@ -131,8 +131,9 @@ pub enum DatapathError {
 
 /// Version of the pinned maps' layout (names, key and value types). Bumped when a map an
 /// older agent pinned can no longer be used as it is; adding maps needs no bump (pins
-/// without a marker, from before markers, are layout 2 too).
-const LAYOUT_VERSION: u32 = 2;
+/// without a marker, from before markers, are layout 2 too). Layout 3: the connection
+/// and DNS records carry the caller's cgroup id.
+const LAYOUT_VERSION: u32 = 3;
 
 /// Sizes of the maps (see `--max-*` in `redirector run --help`).
 #[derive(Debug, Clone, Copy)]

@@ -336,13 +336,13 @@ fn pins_of_another_map_layout_are_refused_naming_the_command_to_run() {
     let agent = bed.agent();
     agent.terminate().expect("SIGTERM");
     assert!(
-        bed.pin_dir().join("layout-2").is_dir(),
+        bed.pin_dir().join("layout-3").is_dir(),
         "pins carry their layout"
     );
     // Pins of a future agent whose maps this one cannot use.
     std::fs::rename(
-        bed.pin_dir().join("layout-2"),
         bed.pin_dir().join("layout-3"),
+        bed.pin_dir().join("layout-4"),
     )
     .expect("marker");
     let finished =
@@ -350,7 +350,7 @@ fn pins_of_another_map_layout_are_refused_naming_the_command_to_run() {
     assert!(!finished.status.success());
     let said = finished.stderr.join("\n");
     assert!(
-        said.contains("another layout (layout-3)") && said.contains("redirector uninstall"),
+        said.contains("another layout (layout-4)") && said.contains("redirector uninstall"),
         "{said}"
     );
     // Still attached: refusing never detaches (connects stay redirected, fail closed).
