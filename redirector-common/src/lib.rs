@@ -38,6 +38,21 @@ pub mod map_names {
     /// Hostname hash (`u64`) -> virtual address offset (`u32`): written and read only by
     /// the agent, pinned so a hostname keeps its virtual addresses across restarts.
     pub const VIRTUAL_HOSTS: &str = "VIRTUAL_HOSTS";
+    /// Single [`EgressConfig`](super::EgressConfig) at index 0: the egress policy.
+    pub const EGRESS_CONFIG: &str = "EGRESS_CONFIG";
+    /// LPM trie of address prefixes (the 16 bytes of [`Endpoint::addr`](super::Endpoint),
+    /// IPv4 mapped, so an IPv4 /n is a /(96+n)) -> 1: networks always reachable
+    /// (`--allow-cidr`, the cluster's pod and Service ranges).
+    pub const ALLOWED_NETS: &str = "ALLOWED_NETS";
+    /// cgroup id -> [`egress_mode`](super::egress_mode) (`u32`): the mode of the processes at or
+    /// below that cgroup (a pod of a labelled namespace, the top of the pod tree).
+    pub const CGROUP_MODES: &str = "CGROUP_MODES";
+    /// cgroup ids of the agent itself: never refused, wherever it runs.
+    pub const AGENT_CGROUPS: &str = "AGENT_CGROUPS";
+    /// Ring buffer of [`EgressEvent`](super::EgressEvent)s: refusals and audit hits.
+    pub const EGRESS_EVENTS: &str = "EGRESS_EVENTS";
+    /// Per-CPU `u64` at index 0: events the ring buffer had no room for.
+    pub const EGRESS_LOST: &str = "EGRESS_LOST";
 }
 
 /// Names of the programs (the Rust function names in `redirector-ebpf`).
@@ -52,6 +67,63 @@ pub mod program_names {
     pub const RECVMSG4: &str = "recvmsg4";
     pub const RECVMSG6: &str = "recvmsg6";
     pub const DNS_EGRESS: &str = "dns_egress";
+}
+
+/// What the egress policy does with a destination nothing declares or allows.
+/// Values of `CGROUP_MODES` and [`EgressConfig::default_mode`].
+pub mod egress_mode {
+    /// Let it through (the default: no policy).
+    pub const ALLOW: u32 = 0;
+    /// Let it through, and report it as `DENY` would.
+    pub const AUDIT: u32 = 1;
+    /// Refuse it, and report it.
+    pub const DENY: u32 = 2;
+}
+
+/// Why an [`EgressEvent`] was raised (`reason` label of `redirector_egress_denied_total`).
+pub mod egress_reason {
+    /// An address no Backend declares and no allowed network holds.
+    pub const UNDECLARED_ADDRESS: u8 = 1;
+    /// A port of a Backend hostname's virtual address that no Backend declares.
+    pub const UNDECLARED_PORT: u8 = 2;
+    /// A packet of a raw or ICMP socket (or any socket the connect hooks do not see) to
+    /// a destination the policy does not allow.
+    pub const RAW_SOCKET: u8 = 3;
+}
+
+/// The egress policy, written by the agent.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct EgressConfig {
+    /// [`egress_mode`] of processes no `CGROUP_MODES` entry covers (`--egress-policy`).
+    pub default_mode: u32,
+    /// [`EgressConfig::PODS_ONLY`] | [`EgressConfig::ACTIVE`].
+    pub flags: u32,
+}
+
+impl EgressConfig {
+    /// Only processes below a `CGROUP_MODES` entry are subject to the policy (Kubernetes:
+    /// the pod tree); the rest (kubelet, runtime, host daemons) are never refused.
+    pub const PODS_ONLY: u32 = 1;
+    /// Some process may be subject to `AUDIT` or `DENY`: without it, the hooks skip the
+    /// policy altogether.
+    pub const ACTIVE: u32 = 2;
+}
+
+/// A destination the egress policy refused (or, under audit, would have).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct EgressEvent {
+    /// The cgroup id of the socket's process.
+    pub cgroup: u64,
+    pub destination: Endpoint,
+    /// IP protocol number (6 TCP, 17 UDP, 1 ICMP, 58 ICMPv6, ...).
+    pub protocol: u8,
+    /// [`egress_reason`].
+    pub reason: u8,
+    /// [`egress_mode::AUDIT`] (let through) or [`egress_mode::DENY`] (refused).
+    pub mode: u8,
+    pub _pad: u8,
 }
 
 /// The DNS port: UDP and TCP connects and datagrams to it are captured.
@@ -226,7 +298,7 @@ impl ProxyConfig {
 
 #[cfg(feature = "user")]
 mod user {
-    // SAFETY: all six are #[repr(C)], made only of integers with explicit padding
+    // SAFETY: all eight are #[repr(C)], made only of integers with explicit padding
     // fields, so every bit pattern is valid and there are no implicit padding bytes.
     unsafe impl aya::Pod for super::Endpoint {}
     unsafe impl aya::Pod for super::BackendKey {}
@@ -234,6 +306,8 @@ mod user {
     unsafe impl aya::Pod for super::ProxyConfig {}
     unsafe impl aya::Pod for super::DnsRecord {}
     unsafe impl aya::Pod for super::DnsConfig {}
+    unsafe impl aya::Pod for super::EgressConfig {}
+    unsafe impl aya::Pod for super::EgressEvent {}
 }
 
 #[cfg(test)]
@@ -248,6 +322,8 @@ mod tests {
         assert_eq!(core::mem::size_of::<ProxyConfig>(), 44);
         assert_eq!(core::mem::size_of::<DnsRecord>(), 40);
         assert_eq!(core::mem::size_of::<DnsConfig>(), 72);
+        assert_eq!(core::mem::size_of::<EgressConfig>(), 8);
+        assert_eq!(core::mem::size_of::<EgressEvent>(), 32);
     }
 
     #[test]

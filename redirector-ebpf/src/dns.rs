@@ -120,7 +120,7 @@ pub fn capture(
 
 /// 127.0.0.0/8 or 0.0.0.0/8 (mapped), ::1 or ::.
 #[inline(always)]
-fn is_local(at: &Endpoint) -> bool {
+pub fn is_local(at: &Endpoint) -> bool {
     if at.is_v4_mapped() {
         matches!(at.addr[3].to_ne_bytes()[0], 0 | 127)
     } else {

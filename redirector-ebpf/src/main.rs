@@ -30,6 +30,7 @@
 #![allow(clippy::needless_borrows_for_generic_args)]
 
 mod dns;
+mod policy;
 mod sock_ops;
 mod sockaddr;
 
@@ -43,7 +44,8 @@ use aya_ebpf::{
     programs::{SkBuffContext, SockAddrContext, SockOpsContext},
 };
 use redirector_common::{
-    BackendKey, CLUSTER_SCOPE, Endpoint, MAX_CGROUP_DEPTH, POD_TREE, ProxyConfig, Redirect,
+    BackendKey, CLUSTER_SCOPE, Endpoint, MAX_CGROUP_DEPTH, PASSTHROUGH_BIT, POD_TREE, ProxyConfig,
+    Redirect, egress_reason,
 };
 
 /// Verdict of a cgroup sock_addr program: let the (possibly rewritten) call proceed.
@@ -51,8 +53,8 @@ const ALLOW: i32 = 1;
 /// Verdict of a cgroup sock_addr program: fail the call with EPERM.
 const DENY: i32 = 0;
 const AF_INET: u32 = 2;
-const IPPROTO_TCP: u32 = 6;
-const IPPROTO_UDP: u32 = 17;
+pub(crate) const IPPROTO_TCP: u32 = 6;
+pub(crate) const IPPROTO_UDP: u32 = 17;
 /// `TCP_CLOSE` of the kernel's TCP state enum.
 const TCP_CLOSE: u32 = 7;
 
@@ -117,11 +119,16 @@ pub fn getpeername6(ctx: SockAddrContext) -> i32 {
     ALLOW
 }
 
+/// Every outgoing packet of the cgroup: DNS bookkeeping, and the egress policy for
+/// sockets the connect hooks never see. (Named before it judged packets: the pinned
+/// link keeps the name.)
 #[cgroup_skb(egress)]
 pub fn dns_egress(ctx: SkBuffContext) -> i32 {
-    // Bookkeeping only: the packet always passes.
     let _ = dns::note_egress(&ctx);
-    1
+    match policy::judge_packet(&ctx) {
+        policy::Verdict::Pass => 1,
+        policy::Verdict::Refuse => 0,
+    }
 }
 
 #[sock_ops]
@@ -131,7 +138,8 @@ pub fn sock_ops(ctx: SockOpsContext) -> u32 {
 }
 
 /// An unconnected datagram: DNS is captured; anything to a virtual address is refused
-/// (only TCP is proxied, and the address leads nowhere real).
+/// (only TCP is proxied, and the address leads nowhere real); the rest is the egress
+/// policy's.
 #[inline(always)]
 fn redirect_datagram(ctx: &SockAddrContext, family: sockaddr::Family) -> i32 {
     let protocol = sockaddr::protocol(ctx);
@@ -140,9 +148,29 @@ fn redirect_datagram(ctx: &SockAddrContext, family: sockaddr::Family) -> i32 {
         let config = CONFIG.get(0).copied();
         return dns::capture(ctx, family, original, config.as_ref(), caller_scope);
     }
-    match dns::config() {
-        Some(dns) if dns.is_virtual(&original) => DENY,
-        _ => ALLOW,
+    undeclared(ctx, &original, protocol)
+}
+
+/// A connect or datagram that goes nowhere declared: refused at a virtual address (UDP,
+/// or another protocol: only TCP is proxied), else as the egress policy says.
+#[inline(always)]
+fn undeclared(ctx: &SockAddrContext, original: &Endpoint, protocol: u32) -> i32 {
+    if dns::config().is_some_and(|dns| dns.is_virtual(original)) {
+        return DENY;
+    }
+    let reason = if protocol == IPPROTO_TCP || protocol == IPPROTO_UDP {
+        egress_reason::UNDECLARED_ADDRESS
+    } else {
+        egress_reason::RAW_SOCKET
+    };
+    verdict(policy::judge(cookie_of(ctx), original, protocol, reason))
+}
+
+#[inline(always)]
+fn verdict(judged: policy::Verdict) -> i32 {
+    match judged {
+        policy::Verdict::Pass => ALLOW,
+        policy::Verdict::Refuse => DENY,
     }
 }
 
@@ -184,13 +212,15 @@ fn try_redirect_connect(ctx: &SockAddrContext, family: sockaddr::Family) -> Resu
         ));
     }
     if protocol != IPPROTO_TCP {
-        return Ok(match dns::config() {
-            Some(dns) if protocol == IPPROTO_UDP && dns.is_virtual(&original) => DENY,
-            _ => ALLOW,
-        });
+        return Ok(undeclared(ctx, &original, protocol));
     }
     let Some(config) = config else {
-        return Ok(ALLOW);
+        return Ok(verdict(policy::judge(
+            cookie_of(ctx),
+            &original,
+            protocol,
+            egress_reason::UNDECLARED_ADDRESS,
+        )));
     };
     let mut matched = backend_for(&config, original);
     let is_virtual = dns::config().is_some_and(|dns| dns.is_virtual(&original));
@@ -209,10 +239,11 @@ fn try_redirect_connect(ctx: &SockAddrContext, family: sockaddr::Family) -> Resu
             return Ok(DENY);
         }
     }
-    if let Match::None = matched {
-        return Ok(ALLOW);
-    }
     let cookie = cookie_of(ctx);
+    if let Match::None = matched {
+        let reason = egress_reason::UNDECLARED_ADDRESS;
+        return Ok(verdict(policy::judge(cookie, &original, protocol, reason)));
+    }
     // SAFETY: only tested for presence.
     if unsafe { AGENT_SOCKETS.get(&cookie) }.is_some() {
         return Ok(ALLOW);
@@ -222,6 +253,13 @@ fn try_redirect_connect(ctx: &SockAddrContext, family: sockaddr::Family) -> Resu
         // and going direct could leak plaintext. The agent maps new pods within moments.
         return Ok(DENY);
     };
+    if backend_id & PASSTHROUGH_BIT != 0 {
+        // A port of a Backend hostname that no Backend declares: what the policy says.
+        let reason = egress_reason::UNDECLARED_PORT;
+        if policy::judge(cookie, &original, protocol, reason) == policy::Verdict::Refuse {
+            return Ok(DENY);
+        }
+    }
     // A family the proxy does not listen on is not redirected; a virtual address of it
     // leads nowhere real, so it is refused rather than sent to the network.
     let unproxied = if is_virtual { DENY } else { ALLOW };

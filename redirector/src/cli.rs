@@ -7,6 +7,10 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::proxy::KernelTlsMode;
 
+mod egress;
+
+pub use egress::EgressArgs;
+
 /// Transparent egress redirector: sends connects to declared external services
 /// (Gateway API XBackend objects) through a local proxy that enforces the Backend's TLS.
 #[derive(Debug, Parser)]
@@ -177,6 +181,9 @@ pub struct RunArgs {
 
     #[command(flatten)]
     pub http: HttpArgs,
+
+    #[command(flatten)]
+    pub egress: EgressArgs,
 }
 
 /// How HTTP Backends (`spec.protocol` other than TCP) are proxied.
@@ -280,7 +287,7 @@ pub struct Limits {
     pub max_connections: u32,
 
     /// Capacity of the pod-cgroup -> scope map (pods on the node, when Backends are
-    /// scoped by namespace).
+    /// scoped by namespace), and of the pod-cgroup -> egress policy map.
     #[arg(long, default_value_t = 16_384)]
     pub max_scoped_cgroups: u32,
 

@@ -6,6 +6,7 @@
 //! pinned maps and links as they are and then brings the Backend map up to date by diff.
 
 mod dns;
+mod egress;
 pub mod endpoint;
 mod id_key;
 mod install;
@@ -29,6 +30,7 @@ use aya::{
     },
 };
 pub use dns::{DnsMaps, DnsPending, Heartbeat, VirtualHostPins};
+pub use egress::{EgressEvents, EgressMaps, MAX_ALLOWED_NETS, NetPrefix};
 pub use id_key::id_key;
 pub use install::{MigrateReqWas, record_migrate_req, recorded_migrate_req, uninstall};
 use install::{ensure_layout, ensure_same_cgroup};
@@ -55,7 +57,7 @@ const PROGRAMS: [&str; 10] = [
     program_names::SENDMSG6,
 ];
 
-const MAPS: [&str; 12] = [
+const MAPS: [&str; 18] = [
     map_names::BACKENDS,
     map_names::ENDPOINTS,
     map_names::SCOPES,
@@ -68,6 +70,12 @@ const MAPS: [&str; 12] = [
     map_names::DNS_SOCKETS,
     map_names::DNS_PENDING,
     map_names::VIRTUAL_HOSTS,
+    map_names::EGRESS_CONFIG,
+    map_names::ALLOWED_NETS,
+    map_names::CGROUP_MODES,
+    map_names::AGENT_CGROUPS,
+    map_names::EGRESS_EVENTS,
+    map_names::EGRESS_LOST,
 ];
 
 #[derive(Debug, thiserror::Error)]
@@ -160,6 +168,7 @@ pub struct Datapath {
     pub pending: PendingRecords,
     pub agent_sockets: AgentSockets,
     pub dns: DnsMaps,
+    pub egress: EgressMaps,
     pub attachments: Vec<(&'static str, Attachment)>,
 }
 
@@ -188,7 +197,10 @@ impl Datapath {
             .map_max_entries(map_names::AGENT_SOCKETS, sizes.connections)
             .map_max_entries(map_names::DNS_SOCKETS, sizes.connections)
             .map_max_entries(map_names::DNS_PENDING, sizes.connections)
-            .map_max_entries(map_names::VIRTUAL_HOSTS, sizes.backend_addresses);
+            .map_max_entries(map_names::VIRTUAL_HOSTS, sizes.backend_addresses)
+            .map_max_entries(map_names::ALLOWED_NETS, MAX_ALLOWED_NETS)
+            .map_max_entries(map_names::CGROUP_MODES, sizes.scoped_cgroups)
+            .map_max_entries(map_names::AGENT_CGROUPS, egress::MAX_AGENT_CGROUPS);
         let mut ebpf = loader.load(OBJECT)?;
         warn_on_resized_pins(&ebpf, sizes);
 
@@ -276,6 +288,14 @@ impl Datapath {
                 pending: DnsPending::new(take_map(&mut ebpf, map_names::DNS_PENDING)?),
                 virtual_hosts: VirtualHostPins::new(take_map(&mut ebpf, map_names::VIRTUAL_HOSTS)?),
             },
+            egress: EgressMaps::new(
+                take_map(&mut ebpf, map_names::EGRESS_CONFIG)?,
+                take_map(&mut ebpf, map_names::ALLOWED_NETS)?,
+                take_map(&mut ebpf, map_names::CGROUP_MODES)?,
+                take_map(&mut ebpf, map_names::AGENT_CGROUPS)?,
+                take_map(&mut ebpf, map_names::EGRESS_EVENTS)?,
+                take_map(&mut ebpf, map_names::EGRESS_LOST)?,
+            ),
             attachments,
         })
     }

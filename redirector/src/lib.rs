@@ -8,6 +8,9 @@
 //! - `kubernetes/`       the Kubernetes API -> new catalogs, and this node's pods
 //! - `reconcile.rs`      catalogs + DNS -> the proxy's table and the datapath map, by diff
 //! - `scopes.rs`         pod cgroups -> namespace scopes (Backends per namespace)
+//! - `workload.rs`       cgroup ids -> workloads (who made a connection)
+//! - `egress.rs`         the egress policy (allow, audit, deny): written, and its events read
+//! - `resolved_names.rs` the names each workload resolved, for refusal logs
 //! - `resolver.rs`       hostnames -> addresses
 //! - `table.rs`          which Backend owns which (address, port)
 //! - `datapath/`         the eBPF side: load, attach, pin, adopt, sync maps
@@ -26,6 +29,7 @@ pub mod check;
 pub mod cli;
 pub mod crd;
 mod datapath;
+mod egress;
 mod file_stamp;
 pub mod fuzzing;
 mod ids;
@@ -33,6 +37,7 @@ mod kubernetes;
 mod nameserver;
 mod proxy;
 mod reconcile;
+mod resolved_names;
 mod resolver;
 pub mod run;
 mod scopes;
@@ -41,6 +46,7 @@ mod table;
 mod tls;
 mod virtual_hosts;
 mod watch;
+mod workload;
 
 /// The rustls crypto provider the agent uses, for benchmarks that measure it.
 pub use tls::{CRYPTO_PROVIDER_NAME, crypto_provider};

@@ -48,6 +48,9 @@ pub struct Context {
     pub forwarder: Arc<Forwarder>,
     /// TTL and families of the answers with virtual addresses.
     pub answering: Answering,
+    /// Where forwarded answers are remembered per client (egress policy on), so a
+    /// refusal can name what the client had resolved.
+    pub names: Option<Arc<crate::resolved_names::ResolvedNames>>,
 }
 
 /// The listeners, bound before the datapath is attached (like the proxy's).

@@ -18,6 +18,7 @@ use prometheus_client::registry::Registry;
 use tokio::{sync::mpsc, task::JoinHandle};
 
 mod capture;
+mod egress;
 mod host;
 
 pub use host::cgroup2_root;
@@ -70,7 +71,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let board = Arc::new(StatusBoard::default());
     let reconcile_metrics = Arc::new(ReconcileMetrics::default());
     let dns_metrics = Arc::new(DnsMetrics::default());
+    let egress_metrics = Arc::new(crate::egress::EgressMetrics::default());
     let mut registry = Registry::default();
+    egress_metrics.register(&mut registry);
     stats.register(&mut registry);
     reconcile_metrics.register(&mut registry);
     dns_metrics.register(&mut registry);
@@ -145,11 +148,21 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         pending,
         agent_sockets,
         dns: dns_maps,
+        egress: egress_maps,
         attachments,
     } = Datapath::install(&layout, &cgroup, sizes, &proxy_config, &dns_config)
         .with_context(|| format!("installing the datapath on cgroup {}", cgroup.display()))?;
     // Once the pins are ours: the value it changes is recorded beside them.
     host::enable_request_migration(&layout);
+    let workloads = Arc::new(crate::workload::Workloads::default());
+    let names = egress::start(
+        &args,
+        egress_maps,
+        &cgroup,
+        workloads,
+        egress_metrics,
+        &shutdown,
+    )?;
     let adopted = attachments
         .iter()
         .filter(|(_, a)| *a == Attachment::Adopted)
@@ -239,9 +252,13 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let capturing = match dns_listeners {
         Some(listeners) => {
             let dns_stop = CancellationToken::new();
-            let forwarder =
-                nameserver::Forwarder::start(&shared.agent_sockets, dns_metrics.clone(), &dns_stop)
-                    .context("binding the DNS forwarder's sockets")?;
+            let forwarder = nameserver::Forwarder::start(
+                &shared.agent_sockets,
+                dns_metrics.clone(),
+                names.clone(),
+                &dns_stop,
+            )
+            .context("binding the DNS forwarder's sockets")?;
             let context = Arc::new(nameserver::Context {
                 shared: shared.clone(),
                 pending: dns_maps.pending,
@@ -252,6 +269,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
                     v4: args.proxy_addrs.iter().any(SocketAddr::is_ipv4),
                     v6: args.proxy_addrs.iter().any(SocketAddr::is_ipv6),
                 },
+                names,
             });
             tokio::spawn(nameserver::serve(listeners, context, dns_stop.clone()));
             // Capture starts with the first beat: the listener is up and the names known.

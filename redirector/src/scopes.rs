@@ -154,7 +154,7 @@ impl ScopeSync {
 
 /// The cgroup ids of the tops of the kubelet's pod tree at or below `root`: directories
 /// named `kubepods` (cgroupfs driver), `kubepods.slice` or `*-kubepods.slice` (systemd).
-fn pod_trees(root: &Path) -> Vec<u64> {
+pub fn pod_trees(root: &Path) -> Vec<u64> {
     let mut trees = Vec::new();
     let mut dirs = vec![(root.to_path_buf(), 0)];
     while let Some((dir, depth)) = dirs.pop() {

@@ -143,9 +143,10 @@ fn unit_test_binary(name: &str) -> Result<PathBuf> {
 
 /// The programs the end-to-end tests run, and the Debian package of each: the test bed
 /// (`ip`, `nsenter`, `unshare`, `sysctl`), wire captures (`tcpdump`),
-/// the test PKI (`openssl`), the HTTP tests' client and server (curl, nginx), and the
+/// the test PKI (`openssl`), the HTTP tests' client and server (curl, nginx), the egress
+/// policy's ICMP and raw-socket clients (ping, python3), and the
 /// guest kernel of the kernel-TLS tests (qemu, depmod, cpio; `xtask/src/guest.rs`).
-const TEST_PROGRAMS: [(&str, &str); 10] = [
+const TEST_PROGRAMS: [(&str, &str); 12] = [
     ("ip", "iproute2"),
     ("nsenter", "util-linux"),
     ("unshare", "util-linux"),
@@ -153,6 +154,8 @@ const TEST_PROGRAMS: [(&str, &str); 10] = [
     ("tcpdump", "tcpdump"),
     ("openssl", "openssl"),
     ("curl", "curl"),
+    ("ping", "iputils-ping"),
+    ("python3", "python3-minimal"),
     ("qemu-system-x86_64", "qemu-system-x86"),
     ("depmod", "kmod"),
     ("cpio", "cpio"),

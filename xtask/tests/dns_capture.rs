@@ -8,6 +8,8 @@
 
 mod support;
 
+#[path = "dns_capture/egress.rs"]
+mod egress;
 #[path = "dns_capture/lifecycle.rs"]
 mod lifecycle;
 #[path = "dns_capture/scoping.rs"]

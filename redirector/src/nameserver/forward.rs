@@ -22,7 +22,10 @@ use super::{
     FORWARD_TIMEOUT,
     metrics::{DnsMetrics, Outcome},
 };
-use crate::datapath::{AgentSockets, OwnedExemption};
+use crate::{
+    datapath::{AgentSockets, OwnedExemption},
+    resolved_names::ResolvedNames,
+};
 
 /// Sockets per address family: the random choice adds three bits to the 16 of the ID
 /// that an off-path forger would have to guess.
@@ -33,6 +36,8 @@ const MAX_PENDING: usize = 16_384;
 /// A query sent and not answered yet.
 struct Pending {
     client: SocketAddr,
+    /// The asking process's cgroup: whose answer this is, for [`ResolvedNames`].
+    cgroup: u64,
     listener: Arc<UdpSocket>,
     id: [u8; 2],
     nameserver: SocketAddr,
@@ -52,9 +57,11 @@ pub struct Forwarder {
 
 impl Forwarder {
     /// Binds the sockets and starts their receive loops.
+    /// With `names`, the addresses in each answer are remembered for its client.
     pub fn start(
         agent_sockets: &Arc<AgentSockets>,
         metrics: Arc<DnsMetrics>,
+        names: Option<Arc<ResolvedNames>>,
         shutdown: &CancellationToken,
     ) -> io::Result<Arc<Forwarder>> {
         let family = |any: SocketAddr| -> io::Result<Vec<Arc<Upstream>>> {
@@ -68,7 +75,10 @@ impl Forwarder {
                         pending: Mutex::default(),
                         _exemption: exemption,
                     });
-                    tokio::spawn(receive(upstream.clone(), metrics.clone(), shutdown.clone()));
+                    let names = names.clone();
+                    let receiving =
+                        receive(upstream.clone(), metrics.clone(), names, shutdown.clone());
+                    tokio::spawn(receiving);
                     Ok(upstream)
                 })
                 .collect()
@@ -79,13 +89,14 @@ impl Forwarder {
         Ok(Arc::new(Forwarder { v4, v6 }))
     }
 
-    /// Sends `query` to `nameserver`; the answer goes to `client` through `listener`.
-    /// `false` if it could not be sent (the caller counts the failure).
+    /// Sends `query` to `nameserver`; the answer goes to `client` (a process in
+    /// `cgroup`) through `listener`. `false` if it could not be sent (the caller counts
+    /// the failure).
     pub async fn send(
         &self,
         mut query: Vec<u8>,
         nameserver: SocketAddr,
-        client: SocketAddr,
+        (client, cgroup): (SocketAddr, u64),
         listener: &Arc<UdpSocket>,
         started: Instant,
     ) -> bool {
@@ -111,6 +122,7 @@ impl Forwarder {
             }
             let entry = Pending {
                 client,
+                cgroup,
                 listener: listener.clone(),
                 id,
                 nameserver,
@@ -131,7 +143,12 @@ impl Forwarder {
 
 /// Relays answers to their clients; drops what nobody waits for, and expires queries
 /// that got no answer within the forward timeout (the client retries).
-async fn receive(upstream: Arc<Upstream>, metrics: Arc<DnsMetrics>, shutdown: CancellationToken) {
+async fn receive(
+    upstream: Arc<Upstream>,
+    metrics: Arc<DnsMetrics>,
+    names: Option<Arc<ResolvedNames>>,
+    shutdown: CancellationToken,
+) {
     let mut buf = vec![0u8; 65_535];
     let mut sweep = tokio::time::interval(FORWARD_TIMEOUT / 5);
     loop {
@@ -165,6 +182,9 @@ async fn receive(upstream: Arc<Upstream>, metrics: Arc<DnsMetrics>, shutdown: Ca
             continue;
         };
         answer[..2].copy_from_slice(&query.id);
+        if let Some(names) = &names {
+            names.remember_answer(query.cgroup, answer);
+        }
         let outcome = match query.listener.send_to(answer, query.client).await {
             Ok(_) => Outcome::Forwarded,
             Err(_) => Outcome::Failed,

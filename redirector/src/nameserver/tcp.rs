@@ -145,7 +145,12 @@ async fn handle(
                 )
                 .await;
                 match asked {
-                    Ok(Ok(reply)) => Some((reply, Outcome::Forwarded)),
+                    Ok(Ok(reply)) => {
+                        if let Some(names) = &context.names {
+                            names.remember_answer(record.cgroup, &reply);
+                        }
+                        Some((reply, Outcome::Forwarded))
+                    }
                     _ => {
                         tracing::debug!(%nameserver, "forwarding a DNS query over TCP failed");
                         None

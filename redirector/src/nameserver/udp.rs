@@ -50,7 +50,7 @@ pub async fn serve(socket: Arc<UdpSocket>, context: Arc<Context>, shutdown: Canc
                 let sent = match super::forward_target(&context, &record) {
                     Some(to) => {
                         forwarder
-                            .send(query.to_vec(), to, peer, &socket, started)
+                            .send(query.to_vec(), to, (peer, record.cgroup), &socket, started)
                             .await
                     }
                     None => false,

@@ -40,6 +40,11 @@ impl Capture {
     /// Captures every TCP packet on `interface` of `netns`; returns once tcpdump says it
     /// is listening (from then on, every packet is in the file).
     pub fn start(netns: &Netns, interface: &str) -> Capture {
+        Self::start_filtered(netns, interface, "tcp")
+    }
+
+    /// Captures the packets on `interface` of `netns` that match the tcpdump `filter`.
+    pub fn start_filtered(netns: &Netns, interface: &str, filter: &str) -> Capture {
         let dir = tempfile::tempdir().expect("capture dir");
         let file = dir.path().join("wire.pcap");
         let mut command = netns.exec("tcpdump");
@@ -49,7 +54,7 @@ impl Capture {
             // could not write into our 0700 temporary directory.
             .args(["-Z", "root", "-w"])
             .arg(&file)
-            .arg("tcp");
+            .arg(filter);
         let mut child = ChildGuard::spawn_watching("tcpdump", &mut command, Stream::Stderr)
             .expect("tcpdump (apt-get install tcpdump)");
         child
@@ -87,6 +92,30 @@ impl Capture {
         assert!(done.status.success(), "tcpdump: {:?}", done.stderr);
         std::fs::read(&self.file).expect("read capture")
     }
+}
+
+/// How many IPv4 packets of a pcap file of Ethernet frames go to `to`.
+pub fn ipv4_packets_to(pcap: &[u8], to: std::net::Ipv4Addr) -> usize {
+    let mut count = 0;
+    let mut at = 24;
+    let little = pcap.get(..4) == Some(&[0xd4, 0xc3, 0xb2, 0xa1]);
+    let u32_at = |at: usize| {
+        let b = [pcap[at], pcap[at + 1], pcap[at + 2], pcap[at + 3]];
+        if little {
+            u32::from_le_bytes(b)
+        } else {
+            u32::from_be_bytes(b)
+        }
+    };
+    while at + 16 <= pcap.len() {
+        let captured = u32_at(at + 8) as usize;
+        let frame = &pcap[at + 16..(at + 16 + captured).min(pcap.len())];
+        at += 16 + captured;
+        if frame.len() >= 34 && frame[12..14] == [0x08, 0x00] && frame[30..34] == to.octets() {
+            count += 1;
+        }
+    }
+    count
 }
 
 pub fn contains(haystack: &[u8], needle: &[u8]) -> bool {

@@ -1,0 +1,119 @@
+//! Egress policy, the agent's side: writes `--egress-policy` and `--allow-cidr` into the
+//! pinned maps the hooks judge from (`redirector-ebpf/src/policy.rs`), and reads back
+//! what they refused or audited (`events.rs`).
+//!
+//! The kernel holds the policy: the agent only writes it. Whatever the agent does later
+//! (crash, restart, upgrade), what was written stays in force.
+
+mod events;
+
+use std::{io, path::Path};
+
+use clap::ValueEnum;
+use ipnet::IpNet;
+use redirector_common::{EgressConfig, egress_mode};
+
+pub use events::{EgressMetrics, spawn_reader};
+
+use crate::datapath::{DatapathError, EgressMaps, NetPrefix};
+
+/// `--egress-policy`, and the values of the Namespace label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum EgressPolicy {
+    /// Anything may be reached (no policy).
+    Allow,
+    /// Anything may be reached; what `deny` would refuse is counted and logged.
+    Audit,
+    /// Only declared Backends, allowed networks, loopback, the agent's listeners and DNS.
+    Deny,
+}
+
+impl EgressPolicy {
+    /// The value the hooks read.
+    pub fn mode(self) -> u32 {
+        match self {
+            EgressPolicy::Allow => egress_mode::ALLOW,
+            EgressPolicy::Audit => egress_mode::AUDIT,
+            EgressPolicy::Deny => egress_mode::DENY,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum EgressError {
+    #[error("writing the egress policy")]
+    Datapath(#[from] DatapathError),
+    #[error("finding the agent's own cgroup (/proc/self/cgroup under {mount})")]
+    OwnCgroup {
+        mount: String,
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// What the policy is made of.
+#[derive(Debug, Clone)]
+pub struct EgressSettings {
+    /// For processes no per-cgroup mode covers.
+    pub default: EgressPolicy,
+    /// Networks every process may reach.
+    pub allowed: Vec<IpNet>,
+    /// The tops of the kubelet's pod tree, when only pods are subject to the policy
+    /// (Kubernetes); empty: every process in `--cgroup` is.
+    pub pod_trees: Option<Vec<u64>>,
+}
+
+/// Writes the policy. Everything it allows is written before the mode that refuses, so
+/// a starting agent never refuses its own traffic or an allowed network in between.
+pub fn install(
+    maps: &mut EgressMaps,
+    settings: &EgressSettings,
+    cgroup2_mount: &Path,
+) -> Result<(), EgressError> {
+    let own = own_cgroup(cgroup2_mount).map_err(|source| EgressError::OwnCgroup {
+        mount: cgroup2_mount.display().to_string(),
+        source,
+    })?;
+    maps.add_agent_cgroup(own)?;
+    let nets: Vec<NetPrefix> = (settings.allowed.iter())
+        .map(|net| NetPrefix::new(net.addr(), net.prefix_len()))
+        .collect();
+    maps.sync_nets(&nets)?;
+    let mode = settings.default.mode();
+    let mut config = EgressConfig {
+        default_mode: mode,
+        flags: 0,
+    };
+    let trees = match &settings.pod_trees {
+        Some(trees) => {
+            config.flags |= EgressConfig::PODS_ONLY;
+            trees.iter().map(|tree| (*tree, mode)).collect()
+        }
+        None => Default::default(),
+    };
+    maps.sync_cgroup_modes(&trees)?;
+    if settings.default != EgressPolicy::Allow {
+        config.flags |= EgressConfig::ACTIVE;
+    }
+    maps.write_config(config)?;
+    let allowed: Vec<String> = settings.allowed.iter().map(IpNet::to_string).collect();
+    tracing::info!(
+        policy = ?settings.default,
+        allowed = ?allowed,
+        pods_only = settings.pod_trees.is_some(),
+        agent_cgroup = own,
+        "egress policy written"
+    );
+    Ok(())
+}
+
+/// The cgroup id (the directory's inode) of this process's cgroup v2 cgroup.
+fn own_cgroup(mount: &Path) -> io::Result<u64> {
+    use std::os::unix::fs::MetadataExt;
+    let listed = std::fs::read_to_string("/proc/self/cgroup")?;
+    let path = (listed.lines())
+        .find_map(|line| line.strip_prefix("0::"))
+        .ok_or_else(|| io::Error::other("no cgroup v2 line (0::) in /proc/self/cgroup"))?;
+    let dir = mount.join(path.trim_start_matches('/'));
+    Ok(std::fs::metadata(dir)?.ino())
+}
