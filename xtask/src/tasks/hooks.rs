@@ -1,12 +1,14 @@
 //! `cargo xtask bench-hooks`: the CPU cost of one run of the `connect4` eBPF program, per
 //! path through it, measured by the kernel (`kernel.bpf_stats_enabled`).
 //!
-//! Three agent set-ups, each in its own throw-away namespaces (10.200.0.0/16, the netlab
+//! Five agent set-ups, each in its own throw-away namespaces (10.200.0.0/16, the netlab
 //! topology), cgroup, bpffs and agent (release build, hooks attached to the bench's pod
 //! cgroup only): Backends from a directory; from a fake Kubernetes API with
 //! `--backend-scope namespace` (two namespaces' Backends for the same hostname, pods as
 //! kubelet-style `kubepods/pod<uid>` cgroups below the attached cgroup); and the same
-//! API with `--backend-scope cluster`. Each case runs `netprobe connect-many` from a
+//! API with `--backend-scope cluster`; and the directory set-up again under
+//! `--egress-policy deny`, without and with `--allow-cidr` for the server's address (the
+//! policy's cost per connect: cases 7-9 against 1 and 2). Each case runs `netprobe connect-many` from a
 //! cgroup in the pod netns: `--connects` IPv4 connects to a closed port (not a Backend)
 //! or to the Backend address (redirected to the proxy, which forwards to the server in
 //! ext; or refused by the hook for a pod the agent has not mapped). Per round, the delta
@@ -82,7 +84,14 @@ pub fn bench_hooks(args: &BenchHooksArgs) -> Result<ExitCode> {
     let previous = enabled.previous().to_owned();
     println!("bench-hooks: kernel.bpf_stats_enabled=1 (was {previous}; restored at the end)");
     let mut results = Vec::new();
-    for setup in [Setup::Directory, Setup::KubeNamespace, Setup::KubeCluster] {
+    let setups = [
+        Setup::Directory,
+        Setup::KubeNamespace,
+        Setup::KubeCluster,
+        Setup::DirectoryDeny,
+        Setup::DirectoryDenyAllowed,
+    ];
+    for setup in setups {
         let cases: Vec<&'static Case> = CASES.iter().filter(|c| c.setup == setup).collect();
         println!("\n==> {}", setup.label());
         if let Err(e) = run_setup(setup, &cases, &bins, args, &mut results) {
@@ -207,8 +216,8 @@ fn run_setup(
         );
     }
     let pods = match setup {
-        Setup::Directory => None,
-        _ => Some(PodCgroups::new(&topology.pod_cgroup)?),
+        Setup::KubeNamespace | Setup::KubeCluster => Some(PodCgroups::new(&topology.pod_cgroup)?),
+        _ => None,
     };
     let backends = tempfile::Builder::new()
         .prefix("rdhooks")
@@ -221,7 +230,7 @@ fn run_setup(
     let pin_dir = bpffs.path().join("redirector");
     let _server = QuietServer::start(&bins.netprobe, &topology.ext, "[::]:8080")?;
     let api = match setup {
-        Setup::Directory => None,
+        Setup::Directory | Setup::DirectoryDeny | Setup::DirectoryDenyAllowed => None,
         Setup::KubeNamespace => Some(FakeApi::start(
             &bins.fakeapi,
             &topology.node,
@@ -246,6 +255,7 @@ fn run_setup(
     };
     let mut config = AgentConfig::new(backends.path(), &pin_dir);
     config.in_pod_cgroup = false;
+    config.extra_args = setup.egress_args();
     if let Some(api) = &api {
         let scope = if setup == Setup::KubeCluster {
             "cluster"

@@ -9,6 +9,10 @@ pub enum Setup {
     Directory,
     KubeNamespace,
     KubeCluster,
+    /// Directory, `--egress-policy deny`: the closed port is an undeclared destination.
+    DirectoryDeny,
+    /// Directory, `--egress-policy deny --allow-cidr <ext>/32`.
+    DirectoryDenyAllowed,
 }
 
 impl Setup {
@@ -17,7 +21,22 @@ impl Setup {
             Setup::Directory => "directory (cluster scope)",
             Setup::KubeNamespace => "Kubernetes, `--backend-scope namespace`",
             Setup::KubeCluster => "Kubernetes, `--backend-scope cluster`",
+            Setup::DirectoryDeny => "directory, `--egress-policy deny`",
+            Setup::DirectoryDenyAllowed => {
+                "directory, `--egress-policy deny --allow-cidr` (the address)"
+            }
         }
+    }
+
+    /// Extra `redirector run` flags of a directory set-up.
+    pub fn egress_args(self) -> Vec<String> {
+        let ext = format!("{}/32", xtask::netlab::EXT_V4);
+        let args: &[&str] = match self {
+            Setup::DirectoryDeny => &["--egress-policy", "deny"],
+            Setup::DirectoryDenyAllowed => &["--egress-policy", "deny", "--allow-cidr", &ext],
+            _ => &[],
+        };
+        args.iter().map(|a| a.to_string()).collect()
     }
 }
 
@@ -70,7 +89,7 @@ pub struct Case {
     pub label: &'static str,
 }
 
-pub const CASES: [Case; 6] = [
+pub const CASES: [Case; 9] = [
     case(
         1,
         Setup::Directory,
@@ -118,6 +137,30 @@ pub const CASES: [Case; 6] = [
         Dest::Backend,
         Outcome::Ok,
         "Backend address (redirected)",
+    ),
+    case(
+        7,
+        Setup::DirectoryDeny,
+        Client::Attached,
+        Dest::Backend,
+        Outcome::Ok,
+        "Backend address (redirected; compare case 2)",
+    ),
+    case(
+        8,
+        Setup::DirectoryDeny,
+        Client::Attached,
+        Dest::Closed,
+        Outcome::Denied,
+        "undeclared (refused by the policy, EPERM; compare case 1)",
+    ),
+    case(
+        9,
+        Setup::DirectoryDenyAllowed,
+        Client::Attached,
+        Dest::Closed,
+        Outcome::Refused,
+        "not a Backend, in --allow-cidr (compare case 1)",
     ),
 ];
 
