@@ -8,25 +8,42 @@ use http::{
 };
 use hyper::body::Body;
 
-/// Hop-by-hop headers besides those the `Connection` header lists.
-const HOP_BY_HOP: [HeaderName; 4] = [
+/// Hop-by-hop headers besides those the `Connection` header lists. `HTTP2-Settings`
+/// belongs to the h2c upgrade of one connection (RFC 7540 section 3.2.1), which the
+/// proxy declines: it goes even when a client does not list it in `Connection`.
+const HOP_BY_HOP: [HeaderName; 5] = [
     HeaderName::from_static("keep-alive"),
     HeaderName::from_static("proxy-connection"),
+    HeaderName::from_static("http2-settings"),
     TE,
     TRANSFER_ENCODING,
 ];
 
+/// The Upgrade token of cleartext HTTP/2.
+const H2C: &[u8] = b"h2c";
+
 /// An HTTP/1.1 Upgrade request (WebSocket and others): `Connection: upgrade` and an
-/// `Upgrade` header. Upgrade is HTTP/1.1's own: on HTTP/1.0 the headers are stripped
-/// like any hop-by-hop ones.
+/// `Upgrade` header offering a protocol besides `h2c`. Upgrade is HTTP/1.1's own: on
+/// HTTP/1.0 the headers are stripped like any hop-by-hop ones.
+///
+/// `h2c` alone (Java's `HttpClient` and `curl --http2` offer it on every first request
+/// to an `http://` address) is declined, not followed: the request is answered in
+/// HTTP/1.1 and forwarded like any other, on the Backend's pool in the upstream protocol
+/// it declares. An upgrade gets an HTTP/1.1 upstream connection of its own, without
+/// ALPN (`upgrade.rs`), which an h2-only server closes (502) and which is never pooled.
+/// Declining is what RFC 9110 section 7.8 lets any server do; RFC 9113 section 3.1
+/// deprecates the h2c upgrade; hyper's server has none to offer; clients go on in
+/// HTTP/1.1, and those that want h2 speak it with prior knowledge, which the proxy
+/// serves.
 pub fn is_upgrade<B>(req: &Request<B>) -> bool {
     req.version() == Version::HTTP_11
-        && req.headers().contains_key(UPGRADE)
         && connection_lists(req.headers(), "upgrade")
+        && upgrade_tokens(req.headers()).any(|token| !is_h2c(token))
 }
 
 /// Removes hop-by-hop headers. With `upgrade`, `Connection: upgrade` and `Upgrade` stay:
-/// the upgrade is passed on to the upstream connection made for it.
+/// the upgrade is passed on to the upstream connection made for it, offering what the
+/// client offered besides `h2c` (declined: see [`is_upgrade`]).
 ///
 /// Returns the transfer codings other than `chunked` that `Transfer-Encoding` listed
 /// (`gzip, chunked` gives `gzip`). hyper has undone `chunked` itself, but not the
@@ -71,6 +88,7 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap, upgrade: bool) -> Option<Header
     }
     if upgrade {
         headers.insert(CONNECTION, HeaderValue::from_static("upgrade"));
+        drop_h2c(headers);
     } else {
         headers.remove(CONNECTION);
         headers.remove(UPGRADE);
@@ -149,6 +167,39 @@ pub fn join_cookies(headers: &mut HeaderMap) {
 
 fn is_hop_by_hop(name: &HeaderName) -> bool {
     name == CONNECTION || name == UPGRADE || HOP_BY_HOP.contains(name)
+}
+
+/// The protocols the `Upgrade` header offers (`websocket`, `h2c`, `foo/2`).
+fn upgrade_tokens(headers: &HeaderMap) -> impl Iterator<Item = &[u8]> {
+    (headers.get_all(UPGRADE).iter())
+        .flat_map(|v| v.as_bytes().split(|&b| b == b','))
+        .map(<[u8]>::trim_ascii)
+        .filter(|token| !token.is_empty())
+}
+
+fn is_h2c(token: &[u8]) -> bool {
+    token.eq_ignore_ascii_case(H2C)
+}
+
+/// Leaves the `Upgrade` header offering what it offered besides `h2c`: the server is
+/// asked only for the upgrade the proxy can relay.
+fn drop_h2c(headers: &mut HeaderMap) {
+    if !upgrade_tokens(headers).any(is_h2c) {
+        return;
+    }
+    let mut kept = Vec::new();
+    for token in upgrade_tokens(headers).filter(|t| !is_h2c(t)) {
+        if !kept.is_empty() {
+            kept.extend_from_slice(b", ");
+        }
+        kept.extend_from_slice(token);
+    }
+    // Parts of valid values joined by ", " are a valid value; an upgrade request
+    // offers at least one protocol besides h2c.
+    match HeaderValue::from_bytes(&kept) {
+        Ok(value) if !kept.is_empty() => headers.insert(UPGRADE, value),
+        _ => headers.remove(UPGRADE),
+    };
 }
 
 fn connection_lists(headers: &HeaderMap, token: &str) -> bool {

@@ -153,3 +153,87 @@ fn transfer_codings_besides_chunked_are_handed_back() {
         ["transfer-encoding"]
     );
 }
+
+/// A request of `version` with these headers.
+fn request(version: Version, pairs: &[(&'static str, &'static str)]) -> Request<()> {
+    let mut req = Request::new(());
+    *req.headers_mut() = headers(pairs);
+    *req.version_mut() = version;
+    req
+}
+
+/// What Java's `HttpClient` (version HTTP_2, its default) and `curl --http2` send with
+/// their first request to an `http://` address.
+const H2C_OFFER: [(&str, &str); 4] = [
+    ("connection", "Upgrade, HTTP2-Settings"),
+    ("upgrade", "h2c"),
+    ("http2-settings", "AAEAAEAAAAIAAAABAAMAAABkAAQBAAAAAAUAAEAA"),
+    ("user-agent", "Java-http-client/17.0.15"),
+];
+
+#[test]
+fn an_h2c_offer_is_declined_and_its_headers_go() {
+    let mut req = request(Version::HTTP_11, &H2C_OFFER);
+    assert!(!is_upgrade(&req), "h2c is no upgrade the proxy follows");
+    assert_eq!(strip_hop_by_hop(req.headers_mut(), false), None);
+    let names: Vec<&str> = req.headers().keys().map(|k| k.as_str()).collect();
+    assert_eq!(names, ["user-agent"]);
+    // In any case, and with HTTP2-Settings not listed in Connection.
+    let mut req = request(
+        Version::HTTP_11,
+        &[
+            ("connection", "upgrade"),
+            ("upgrade", " H2C "),
+            ("http2-settings", "AAMAAABkAAQCAAAAAAIAAAAA"),
+        ],
+    );
+    assert!(!is_upgrade(&req));
+    assert_eq!(strip_hop_by_hop(req.headers_mut(), false), None);
+    assert!(req.headers().is_empty(), "{:?}", req.headers());
+}
+
+#[test]
+fn http2_settings_from_an_h2_client_is_not_passed_on() {
+    let mut req = request(
+        Version::HTTP_2,
+        &[("http2-settings", "AAMAAABkAAQCAAAAAAIAAAAA"), ("x", "1")],
+    );
+    assert!(!is_upgrade(&req));
+    assert_eq!(strip_hop_by_hop(req.headers_mut(), false), None);
+    assert_eq!(
+        req.headers().keys().map(|k| k.as_str()).collect::<Vec<_>>(),
+        ["x"]
+    );
+}
+
+#[test]
+fn h2c_beside_another_protocol_leaves_that_one_offered() {
+    // The upgrade the proxy relays goes on; h2c and its settings do not.
+    for (upgrade, kept) in [
+        ("h2c, websocket", "websocket"),
+        ("websocket, h2c", "websocket"),
+        ("h2c,foo/2,websocket", "foo/2, websocket"),
+    ] {
+        let mut pairs = H2C_OFFER.to_vec();
+        pairs[1] = ("upgrade", upgrade);
+        let mut req = request(Version::HTTP_11, &pairs);
+        assert!(is_upgrade(&req), "{upgrade}");
+        assert_eq!(strip_hop_by_hop(req.headers_mut(), true), None);
+        assert_eq!(req.headers()["upgrade"], kept, "{upgrade}");
+        assert_eq!(req.headers()["connection"], "upgrade");
+        assert!(!req.headers().contains_key("http2-settings"), "{upgrade}");
+    }
+    // Two Upgrade fields: the same.
+    let mut req = request(
+        Version::HTTP_11,
+        &[
+            ("connection", "upgrade"),
+            ("upgrade", "h2c"),
+            ("upgrade", "websocket"),
+        ],
+    );
+    assert!(is_upgrade(&req));
+    assert_eq!(strip_hop_by_hop(req.headers_mut(), true), None);
+    let offered: Vec<_> = req.headers().get_all("upgrade").iter().collect();
+    assert_eq!(offered, ["websocket"]);
+}
