@@ -143,8 +143,8 @@ fn unit_test_binary(name: &str) -> Result<PathBuf> {
 
 /// The programs the end-to-end tests run, and the Debian package of each: the test bed
 /// (`ip`, `nsenter`, `unshare`, `sysctl`), wire captures (`tcpdump`),
-/// the test PKI (`openssl`), the HTTP tests' client and server (curl, nginx), and the
-/// guest kernel of the kernel-TLS tests (qemu, depmod, cpio; `xtask/src/guest.rs`).
+/// the test PKI (`openssl`), the HTTP tests' clients and server (curl, nginx and Java:
+/// [`test_packages`]), and the guest kernel of the kernel-TLS tests (qemu, depmod, cpio; `xtask/src/guest.rs`).
 const TEST_PROGRAMS: [(&str, &str); 10] = [
     ("ip", "iproute2"),
     ("nsenter", "util-linux"),
@@ -167,6 +167,7 @@ fn test_packages() -> Vec<&'static str> {
         }
     }
     wanted.extend(packages::nginx_package());
+    wanted.extend(packages::java_package());
     wanted
 }
 

@@ -59,6 +59,21 @@ pub fn nginx_package() -> Option<&'static str> {
     })
 }
 
+/// The package that provides `java` when it is not on `PATH`: the HTTP tests run Java's
+/// own HTTP client from a source file (`java File.java`), which takes a JDK (its
+/// compiler), and Java 17 is the version those tests name. A release without it (Debian
+/// 13) gets its default JDK, which runs the same source.
+pub fn java_package() -> Option<&'static str> {
+    if which("java").is_some() {
+        return None;
+    }
+    Some(if apt_knows("openjdk-17-jdk-headless") {
+        "openjdk-17-jdk-headless"
+    } else {
+        "default-jdk-headless"
+    })
+}
+
 /// Runs apt-get install; `false` if it failed. Services the packages ship (nginx and
 /// haproxy start one listening on the host's port 80 by default) are kept from starting by
 /// a temporary `policy-rc.d`, unless one exists already.
