@@ -1,22 +1,25 @@
 //! Watches the Backend directories: every change (create, modify, delete, rename, an
 //! editor's write-then-rename, a ConfigMap volume's `..data` swap) reloads the whole
-//! directory set and hands the new [`Catalog`] to the reconciler.
+//! directory set and hands the new [`Catalog`] to the reconciler, if it differs from the
+//! last one handed (a reload that finds nothing changed is logged at debug level only).
 //!
 //! A directory swapped as a whole (a retargeted symlink, one moved over it) is watched
-//! anew, and a reload that failed is tried again after a while, changes or not.
+//! anew, and a reload that failed is tried again after a while, changes or not. Of the
+//! events in a directory's parent only those of the directory's own entry count
+//! ([`Places`]): a busy log file beside it changes nothing.
 //!
 //! Reloading everything keeps the logic trivially right (a Secret changing in one file
 //! affects a Backend in another), and the [`DirectoryLoader`] makes it cheap: only files
 //! whose stamp changed are parsed again. Events are coalesced for a short quiet period
 //! so an editor's burst of events costs one reload.
 
-use std::{
-    os::unix::fs::MetadataExt,
-    path::{Path, PathBuf},
-    time::{Duration, SystemTime},
-};
+mod roots;
+#[cfg(test)]
+mod tests;
 
-use notify::{RecommendedWatcher, RecursiveMode, Watcher};
+use std::{path::PathBuf, time::Duration};
+
+use notify::{RecommendedWatcher, Watcher};
 use tokio::{
     sync::mpsc,
     time::{Instant, sleep_until},
@@ -24,6 +27,7 @@ use tokio::{
 use tokio_util::sync::CancellationToken;
 
 use crate::backend::{Catalog, DirectoryError, DirectoryLoader};
+use roots::{Places, Roots};
 
 /// Quiet time after the last event before reloading.
 const SETTLE: Duration = Duration::from_millis(50);
@@ -46,19 +50,24 @@ pub fn spawn(
     shutdown: CancellationToken,
 ) -> Result<Catalog, WatchError> {
     let (events_tx, mut events) = mpsc::unbounded_channel();
+    let places = Places::new(&dirs);
     let mut watcher = RecommendedWatcher::new(
-        move |event: notify::Result<notify::Event>| {
-            // Access events (open, close-nowrite) change nothing; everything else may.
-            if !matches!(&event, Ok(e) if e.kind.is_access()) {
-                let _ = events_tx.send(());
+        {
+            let places = places.clone();
+            move |event: notify::Result<notify::Event>| {
+                if places.matters(&event) {
+                    let _ = events_tx.send(());
+                }
             }
         },
         notify::Config::default(),
     )?;
-    let mut roots = Roots::watch(&mut watcher, dirs)?;
+    let mut roots = Roots::watch(&mut watcher, dirs, &places)?;
     let mut first = DirectoryLoader::default();
     let catalog = first.load(&roots.dirs)?;
     let mut loader = Some(first);
+    // What the reconciler has: a reload that loads the same hands it nothing.
+    let mut handed = catalog.clone();
     tokio::spawn(async move {
         // Owned by the task: dropping it stops the watch.
         let mut watcher = watcher;
@@ -94,7 +103,11 @@ pub fn spawn(
             });
             retry = None;
             match loaded {
+                Ok(Ok(catalog)) if catalog == handed => {
+                    tracing::debug!("Backend directories reloaded: nothing changed");
+                }
                 Ok(Ok(catalog)) => {
+                    handed = catalog.clone();
                     if catalogs.send(catalog).await.is_err() {
                         return;
                     }
@@ -108,57 +121,4 @@ pub fn spawn(
         }
     });
     Ok(catalog)
-}
-
-/// The watched directories, and what each was when its watch was set: a directory
-/// swapped as a whole (a retargeted symlink, as git-sync makes; a directory moved or
-/// made anew over it) is another inode, whose watch must be set again. The parent of
-/// each is watched too (not recursively), so such a swap is seen at all.
-struct Roots {
-    dirs: Vec<PathBuf>,
-    watched: Vec<Option<(u64, u64, Option<SystemTime>)>>,
-}
-
-impl Roots {
-    fn watch(watcher: &mut RecommendedWatcher, dirs: Vec<PathBuf>) -> Result<Self, WatchError> {
-        let mut watched = Vec::with_capacity(dirs.len());
-        for dir in &dirs {
-            watcher.watch(dir, RecursiveMode::Recursive)?;
-            watched.push(identity(dir));
-            // Absolute: `backends` alone has an empty parent.
-            let absolute = std::path::absolute(dir).unwrap_or_else(|_| dir.clone());
-            if let Some(parent) = absolute.parent() {
-                watcher.watch(parent, RecursiveMode::NonRecursive)?;
-            }
-        }
-        Ok(Self { dirs, watched })
-    }
-
-    /// Sets the watch again on every directory that is not the one watched any more.
-    fn follow(&mut self, watcher: &mut RecommendedWatcher) {
-        for (dir, watched) in self.dirs.iter().zip(&mut self.watched) {
-            let now = identity(dir);
-            if now == *watched || now.is_none() {
-                continue;
-            }
-            // The old inode's watch may be gone with it already.
-            let _ = watcher.unwatch(dir);
-            match watcher.watch(dir, RecursiveMode::Recursive) {
-                Ok(()) => {
-                    tracing::info!(dir = %dir.display(), "the Backend directory was swapped; watching the new one");
-                    *watched = now;
-                }
-                Err(error) => {
-                    tracing::warn!(dir = %dir.display(), %error, "cannot watch the swapped Backend directory; trying again at the next change")
-                }
-            }
-        }
-    }
-}
-
-/// The directory `path` leads to (symlinks followed): device, inode and birth time (a
-/// directory made anew may get the inode number of the one it replaced).
-fn identity(path: &Path) -> Option<(u64, u64, Option<SystemTime>)> {
-    let meta = std::fs::metadata(path).ok()?;
-    Some((meta.dev(), meta.ino(), meta.created().ok()))
 }

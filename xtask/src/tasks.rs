@@ -143,9 +143,9 @@ fn unit_test_binary(name: &str) -> Result<PathBuf> {
 
 /// The programs the end-to-end tests run, and the Debian package of each: the test bed
 /// (`ip`, `nsenter`, `unshare`, `sysctl`), wire captures (`tcpdump`),
-/// the test PKI (`openssl`), the HTTP tests' client and server (curl, nginx), the egress
-/// policy's ICMP and raw-socket clients (ping, python3), and the
-/// guest kernel of the kernel-TLS tests (qemu, depmod, cpio; `xtask/src/guest.rs`).
+/// the test PKI (`openssl`), the HTTP tests' clients and server (curl, nginx and Java:
+/// [`test_packages`]), the egress policy's ICMP and raw-socket clients (ping, python3),
+/// and the guest kernel of the kernel-TLS tests (qemu, depmod, cpio; `xtask/src/guest.rs`).
 const TEST_PROGRAMS: [(&str, &str); 12] = [
     ("ip", "iproute2"),
     ("nsenter", "util-linux"),
@@ -170,6 +170,7 @@ fn test_packages() -> Vec<&'static str> {
         }
     }
     wanted.extend(packages::nginx_package());
+    wanted.extend(packages::java_package());
     wanted
 }
 

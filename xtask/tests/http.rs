@@ -5,9 +5,10 @@
 //! namespace, whose access log tells which connection, SNI, ALPN, Host and HTTP version
 //! every request arrived with.
 //!
-//! Ports of the external server: 8443 nginx TLS (h2 and http/1.1), 8444 nginx TLS
-//! (http/1.1 only), 8081 nginx cleartext HTTP/1.1, 8082 nginx cleartext HTTP/2 (prior
-//! knowledge), 9000 `netprobe serve-http`. (8080 is the `netprobe serve` of every bed.)
+//! Ports of the external server: 8443 nginx TLS (h2 and http/1.1), 8444 and 8447 nginx
+//! TLS (http/1.1 only), 8445 `netprobe serve-h2` (TLS, h2 only), 8081 nginx cleartext
+//! HTTP/1.1, 8082 nginx cleartext HTTP/2 (prior knowledge), 9000 `netprobe serve-http`.
+//! (8080 is the `netprobe serve` of every bed.)
 
 mod support;
 
@@ -15,6 +16,8 @@ mod support;
 mod errors;
 #[path = "http/framing.rs"]
 mod framing;
+#[path = "http/h2c.rs"]
+mod h2c;
 #[path = "http/names.rs"]
 mod names;
 #[path = "http/pooling.rs"]

@@ -4,14 +4,17 @@
 
 mod support;
 
-use std::path::Path;
+use std::{
+    path::Path,
+    time::{Duration, Instant},
+};
 
 use support::{
-    Bed, ECHO_BACKEND,
-    fixtures::{other_backend, wait_for_map_update},
+    Bed, ECHO_BACKEND, PROBE, curl,
+    fixtures::{other_backend, wait_for_map_update, xbackend},
     tls::{metrics, sample},
 };
-use xtask::netlab::agent::Agent;
+use xtask::netlab::{ChildGuard, agent::Agent, probe::PROBE_TIMEOUT};
 
 /// Writes `text` to `dir/name` the way editors do: a temporary file renamed over it.
 fn replace(dir: &Path, name: &str, text: &str) {
@@ -184,4 +187,71 @@ fn a_backend_directory_swapped_by_symlink_is_followed() {
     std::fs::write(link.join("echo.yaml"), ECHO_BACKEND).expect("write");
     wait_for_map_update(&mut agent, "added=2");
     assert!(bed.via_proxy("echo.redirector.test:8080"));
+}
+
+#[test]
+fn logs_written_beside_the_backend_directory_cause_no_reload() {
+    // `redirector run --backends /srv/rd/backends --access-log /srv/rd/access.log >
+    // /srv/rd/agent.log 2>&1`: every request writes the access log, and every reload
+    // logged a line to agent.log, both in the parent the watch follows for swaps.
+    let bed = Bed::new("");
+    let root = tempfile::tempdir().expect("root");
+    let dir = root.path().join("backends");
+    std::fs::create_dir(&dir).expect("backend dir");
+    let backend = xbackend("demo", "web", "api.redirector.test", 9000) + "  protocol: HTTP11\n";
+    std::fs::write(dir.join("backends.yaml"), backend).expect("write");
+    let mut server = ChildGuard::spawn(
+        "serve-http",
+        (bed.topo.ext.exec(PROBE)).args(["serve-http", "[::]:9000"]),
+    )
+    .expect("serve-http");
+    server
+        .wait_for_line("listening", PROBE_TIMEOUT)
+        .expect("serve-http listens");
+    let mut config = bed.config();
+    config.backends = dir;
+    let access_log = root.path().join("access.log");
+    let access_arg = access_log.display().to_string();
+    config.extra_args = vec!["--access-log".to_owned(), access_arg];
+    config.log_file = Some(root.path().join("agent.log"));
+    let agent = Agent::start(&bed.topo, &config).expect("agent");
+    // Every result counts (`ok`, `problems`).
+    let reloads = || {
+        let text = metrics(&bed.topo.node);
+        let count = |result| {
+            sample(
+                &text,
+                "redirector_config_reloads_total",
+                &[("result", result)],
+            )
+        };
+        count("ok").unwrap_or(0.0) + count("problems").unwrap_or(0.0)
+    };
+
+    let started = Instant::now();
+    let mut requests = 0;
+    while started.elapsed() < Duration::from_secs(10) {
+        curl::curl(&bed.topo, &["http://api.redirector.test:9000/"]).assert_status(200);
+        requests += 1;
+    }
+    let logged = support::poll(
+        || std::fs::read_to_string(&access_log).unwrap_or_default(),
+        |log| log.lines().count() >= requests,
+    );
+    assert_eq!(
+        logged.lines().count(),
+        requests,
+        "the access log is written"
+    );
+    let applied = (agent.logs().iter())
+        .filter(|l| l.contains("Backends applied"))
+        .count();
+    // The first load is counted and logged too: nothing after it.
+    assert_eq!(
+        (reloads(), applied),
+        (1.0, 1),
+        "loads counted and `Backends applied` lines after {requests} requests in 10 s"
+    );
+    let copied = std::fs::read_to_string(root.path().join("agent.log")).expect("agent.log");
+    assert!(copied.contains("ready:"), "{copied}");
 }

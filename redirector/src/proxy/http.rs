@@ -10,7 +10,8 @@
 //! - [`inline`]: a request without a body from an HTTP/1 client takes an HTTP/1.1
 //!   upstream connection from the pool's idle ones, and the client connection's task
 //!   drives it until the response ends.
-//! - [`upgrade`] gives Upgrade requests (WebSocket) an HTTP/1.1 connection of their own.
+//! - [`upgrade`] gives Upgrade requests (WebSocket) an HTTP/1.1 connection of their own;
+//!   an `Upgrade: h2c` offer is declined (answered in HTTP/1.1, forwarded pooled).
 //! - [`body`] measures each response as it streams: metrics and the access log.
 
 mod access_log;

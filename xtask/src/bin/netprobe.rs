@@ -6,6 +6,7 @@
 //! ```text
 //! netprobe serve ADDR                      e.g. 0.0.0.0:8080 or [::]:8080
 //! netprobe serve-tls ADDR --cert PEM --key PEM [--client-ca PEM]
+//! netprobe serve-h2 ADDR --cert PEM --key PEM
 //! netprobe connect HOST:PORT [-4|-6] [--send TEXT] [--timeout-ms N]
 //!                            [--tls-sni NAME | --tls-no-sni] [--tls-split N]
 //! netprobe get HOST:PORT PATH
@@ -39,6 +40,8 @@
 //! (`denied`: EPERM/EACCES) and `seen_by_server` (replies by the peer IP the server
 //! saw), exit status 0 whatever they were. `connect --send-after-ms N` prints
 //! `{"connected":PEER}` once connected and waits N ms before sending.
+//! `serve-h2`: a TLS server that speaks HTTP/2 only (ALPN `h2` alone); see
+//! `netprobe/h2.rs`.
 //! `serve-http` and `ws`: an HTTP/1.1 server (events, late answers, WebSocket echo) and
 //! a WebSocket client; see `netprobe/http.rs` and `netprobe/websocket.rs`.
 //! `reconnect`: one IPv6-only socket that connects to FIRST (an IPv4-mapped address,
@@ -50,6 +53,8 @@ use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::process::ExitCode;
 use std::time::Duration;
 
+#[path = "netprobe/h2.rs"]
+mod h2;
 #[path = "netprobe/http.rs"]
 mod http;
 #[path = "netprobe/many.rs"]
@@ -63,6 +68,7 @@ mod websocket;
 
 const USAGE: &str = "usage: netprobe serve ADDR\n       \
                      netprobe serve-tls ADDR --cert PEM --key PEM [--client-ca PEM]\n       \
+                     netprobe serve-h2 ADDR --cert PEM --key PEM\n       \
                      netprobe connect HOST:PORT [-4|-6] [--send TEXT] [--timeout-ms N] \
                      [--tls-sni NAME | --tls-no-sni] [--tls-split N]\n       \
                      netprobe get HOST:PORT PATH\n       \
@@ -76,6 +82,7 @@ fn main() -> ExitCode {
     match args.first().map(String::as_str) {
         Some("serve") if args.len() == 2 => serve(&args[1]),
         Some("serve-tls") => tls::serve(&args[1..]),
+        Some("serve-h2") => h2::serve(&args[1..]),
         Some("connect") => match ConnectArgs::parse(&args[1..]) {
             Ok(c) => connect(&c),
             Err(e) => usage(&e),

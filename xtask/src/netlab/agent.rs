@@ -72,6 +72,9 @@ pub struct AgentConfig {
     pub open_files_limit: Option<u64>,
     /// Give the agent only the IPv4 proxy address (a single-stack node).
     pub ipv4_proxy_only: bool,
+    /// Also append the agent's log to this file as it logs, as `redirector run ... 2>>
+    /// FILE` would (the lines still reach [`Agent::logs`]).
+    pub log_file: Option<PathBuf>,
 }
 
 impl AgentConfig {
@@ -84,6 +87,7 @@ impl AgentConfig {
             extra_args: Vec::new(),
             open_files_limit: None,
             ipv4_proxy_only: false,
+            log_file: None,
         }
     }
 }
@@ -108,7 +112,14 @@ impl Agent {
     /// empty until [`Agent::wait_for_ready`]).
     pub fn spawn(topology: &Topology, config: &AgentConfig) -> Result<Agent> {
         let mut command = Self::command(topology, config)?;
-        let child = ChildGuard::spawn_watching("agent", &mut command, Stream::Stderr)?;
+        let copy = (config.log_file.as_ref())
+            .map(|path| {
+                (std::fs::OpenOptions::new().create(true).append(true))
+                    .open(path)
+                    .with_context(|| format!("cannot open {}", path.display()))
+            })
+            .transpose()?;
+        let child = ChildGuard::spawn_copying("agent", &mut command, Stream::Stderr, copy)?;
         Ok(Agent {
             child,
             ready_line: String::new(),

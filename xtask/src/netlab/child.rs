@@ -5,7 +5,8 @@
 //! until that line (or a timeout, or the child's exit) arrives.
 
 use anyhow::{Context, Result, bail};
-use std::io::{BufRead, BufReader, Read};
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -77,21 +78,34 @@ impl ChildGuard {
     /// Like [`ChildGuard::spawn`], but `wait_for_line` watches `watch` (e.g. the agent's
     /// logs on stderr).
     pub fn spawn_watching(label: &str, cmd: &mut Command, watch: Stream) -> Result<ChildGuard> {
+        ChildGuard::spawn_copying(label, cmd, watch, None)
+    }
+
+    /// Like [`ChildGuard::spawn_watching`], also appending every line of the watched
+    /// stream to `copy` as it arrives (where `command 2>> FILE` would have written it).
+    pub fn spawn_copying(
+        label: &str,
+        cmd: &mut Command,
+        watch: Stream,
+        copy: Option<File>,
+    ) -> Result<ChildGuard> {
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
         let mut child = cmd
             .spawn()
             .with_context(|| format!("cannot spawn {label}: {cmd:?}"))?;
         let shared = Arc::new(Shared::default());
+        let (mut out_copy, mut err_copy) = (None, None);
+        match watch {
+            Stream::Stdout => out_copy = copy,
+            Stream::Stderr => err_copy = copy,
+        }
         if let Some(out) = child.stdout.take() {
-            pump(format!("[{label}]"), Stream::Stdout, out, shared.clone());
+            let prefix = format!("[{label}]");
+            pump(prefix, Stream::Stdout, out, shared.clone(), out_copy);
         }
         if let Some(err) = child.stderr.take() {
-            pump(
-                format!("[{label}:err]"),
-                Stream::Stderr,
-                err,
-                shared.clone(),
-            );
+            let prefix = format!("[{label}:err]");
+            pump(prefix, Stream::Stderr, err, shared.clone(), err_copy);
         }
         Ok(ChildGuard {
             label: label.to_owned(),
@@ -249,8 +263,15 @@ impl Drop for ChildGuard {
     }
 }
 
-/// Reads `reader` line by line on a background thread into `shared`, echoing to stderr.
-fn pump(prefix: String, stream: Stream, reader: impl Read + Send + 'static, shared: Arc<Shared>) {
+/// Reads `reader` line by line on a background thread into `shared`, echoing to stderr
+/// and appending to `copy`.
+fn pump(
+    prefix: String,
+    stream: Stream,
+    reader: impl Read + Send + 'static,
+    shared: Arc<Shared>,
+    mut copy: Option<File>,
+) {
     let i = stream.index();
     let spawned = std::thread::Builder::new()
         .name(format!("netlab-pump{prefix}"))
@@ -264,6 +285,12 @@ fn pump(prefix: String, stream: Stream, reader: impl Read + Send + 'static, shar
                     match reader.read_until(b'\n', &mut buf) {
                         Ok(0) | Err(_) => break,
                         Ok(_) => {}
+                    }
+                    if let Some(file) = &mut copy
+                        && let Err(e) = file.write_all(&buf)
+                    {
+                        eprintln!("netlab: cannot copy {prefix} output: {e}");
+                        copy = None;
                     }
                     let line = String::from_utf8_lossy(&buf)
                         .trim_end_matches(['\n', '\r'])

@@ -49,14 +49,25 @@ pub fn install_missing(task: &str, missing: impl Fn() -> Vec<&'static str>) -> R
 /// The package that provides `nginx` when it is not on `PATH`: nginx-light is the
 /// smallest build (Debian 12); later releases have only nginx.
 pub fn nginx_package() -> Option<&'static str> {
-    if which("nginx").is_some() {
+    package_for("nginx", &["nginx-light", "nginx"])
+}
+
+/// The package that provides `java` when it is not on `PATH`: the HTTP tests run Java's
+/// own HTTP client from a source file (`java File.java`), which takes a JDK (its
+/// compiler), and Java 17 is the version those tests name. A release without it (Debian
+/// 13) gets its default JDK, which runs the same source.
+pub fn java_package() -> Option<&'static str> {
+    package_for("java", &["openjdk-17-jdk-headless", "default-jdk-headless"])
+}
+
+/// `None` if `program` is on `PATH`, else the first of `candidates` that apt knows (the
+/// last if it knows none: its install then says what is wrong).
+fn package_for(program: &str, candidates: &[&'static str]) -> Option<&'static str> {
+    if which(program).is_some() {
         return None;
     }
-    Some(if apt_knows("nginx-light") {
-        "nginx-light"
-    } else {
-        "nginx"
-    })
+    let known = candidates.iter().copied().find(|p| apt_knows(p));
+    known.or_else(|| candidates.last().copied())
 }
 
 /// Runs apt-get install; `false` if it failed. Services the packages ship (nginx and

@@ -1,7 +1,8 @@
 //! nginx as the external HTTP server of the HTTP tests: one process (`master_process
 //! off`) in a namespace, its configuration, logs, certificates and files in a temporary
 //! directory of its own, and an access log of JSON lines that says, per request, which
-//! connection it came on, with which SNI, ALPN, Host and HTTP version.
+//! connection it came on, with which SNI, ALPN, Host and HTTP version (and the request's
+//! `Upgrade`, `HTTP2-Settings` and `Connection` headers).
 
 use std::{
     fs::File,
@@ -79,7 +80,7 @@ const LOCATIONS: &str = r#"
         }
 "#;
 
-const LOG_FORMAT: &str = r#"escape=json '{"connection":"$connection","requests":"$connection_requests","remote":"$remote_addr","port":"$server_port","sni":"$ssl_server_name","alpn":"$ssl_alpn_protocol","host":"$host","http_host":"$http_host","protocol":"$server_protocol","method":"$request_method","uri":"$request_uri","status":"$status","request_length":"$request_length","bytes_sent":"$bytes_sent","msec":"$msec","request_time":"$request_time"}'"#;
+const LOG_FORMAT: &str = r#"escape=json '{"connection":"$connection","requests":"$connection_requests","remote":"$remote_addr","port":"$server_port","sni":"$ssl_server_name","alpn":"$ssl_alpn_protocol","host":"$host","http_host":"$http_host","protocol":"$server_protocol","method":"$request_method","uri":"$request_uri","status":"$status","request_length":"$request_length","bytes_sent":"$bytes_sent","msec":"$msec","request_time":"$request_time","upgrade":"$http_upgrade","http2_settings":"$http_http2_settings","connection_header":"$http_connection"}'"#;
 
 /// A running nginx; killed on drop (one process: no worker to orphan).
 pub struct Nginx {

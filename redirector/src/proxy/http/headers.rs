@@ -8,25 +8,42 @@ use http::{
 };
 use hyper::body::Body;
 
-/// Hop-by-hop headers besides those the `Connection` header lists.
-const HOP_BY_HOP: [HeaderName; 4] = [
+/// Hop-by-hop headers besides those the `Connection` header lists. `HTTP2-Settings`
+/// belongs to the h2c upgrade of one connection (RFC 7540 section 3.2.1), which the
+/// proxy declines: it goes even when a client does not list it in `Connection`.
+const HOP_BY_HOP: [HeaderName; 5] = [
     HeaderName::from_static("keep-alive"),
     HeaderName::from_static("proxy-connection"),
+    HeaderName::from_static("http2-settings"),
     TE,
     TRANSFER_ENCODING,
 ];
 
+/// The Upgrade token of cleartext HTTP/2.
+const H2C: &[u8] = b"h2c";
+
 /// An HTTP/1.1 Upgrade request (WebSocket and others): `Connection: upgrade` and an
-/// `Upgrade` header. Upgrade is HTTP/1.1's own: on HTTP/1.0 the headers are stripped
-/// like any hop-by-hop ones.
+/// `Upgrade` header offering a protocol besides `h2c`. Upgrade is HTTP/1.1's own: on
+/// HTTP/1.0 the headers are stripped like any hop-by-hop ones.
+///
+/// `h2c` alone (Java's `HttpClient` and `curl --http2` offer it on every first request
+/// to an `http://` address) is declined, not followed: the request is answered in
+/// HTTP/1.1 and forwarded like any other, on the Backend's pool in the upstream protocol
+/// it declares. An upgrade gets an HTTP/1.1 upstream connection of its own, without
+/// ALPN (`upgrade.rs`), which an h2-only server closes (502) and which is never pooled.
+/// Declining is what RFC 9110 section 7.8 lets any server do; RFC 9113 section 3.1
+/// deprecates the h2c upgrade; hyper's server has none to offer; clients go on in
+/// HTTP/1.1, and those that want h2 speak it with prior knowledge, which the proxy
+/// serves.
 pub fn is_upgrade<B>(req: &Request<B>) -> bool {
     req.version() == Version::HTTP_11
-        && req.headers().contains_key(UPGRADE)
         && connection_lists(req.headers(), "upgrade")
+        && upgrade_tokens(req.headers()).any(|token| !is_h2c(token))
 }
 
 /// Removes hop-by-hop headers. With `upgrade`, `Connection: upgrade` and `Upgrade` stay:
-/// the upgrade is passed on to the upstream connection made for it.
+/// the upgrade is passed on to the upstream connection made for it, offering what the
+/// client offered besides `h2c` (declined: see [`is_upgrade`]).
 ///
 /// Returns the transfer codings other than `chunked` that `Transfer-Encoding` listed
 /// (`gzip, chunked` gives `gzip`). hyper has undone `chunked` itself, but not the
@@ -71,6 +88,7 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap, upgrade: bool) -> Option<Header
     }
     if upgrade {
         headers.insert(CONNECTION, HeaderValue::from_static("upgrade"));
+        drop_h2c(headers);
     } else {
         headers.remove(CONNECTION);
         headers.remove(UPGRADE);
@@ -151,6 +169,39 @@ fn is_hop_by_hop(name: &HeaderName) -> bool {
     name == CONNECTION || name == UPGRADE || HOP_BY_HOP.contains(name)
 }
 
+/// The protocols the `Upgrade` header offers (`websocket`, `h2c`, `foo/2`).
+fn upgrade_tokens(headers: &HeaderMap) -> impl Iterator<Item = &[u8]> {
+    (headers.get_all(UPGRADE).iter())
+        .flat_map(|v| v.as_bytes().split(|&b| b == b','))
+        .map(<[u8]>::trim_ascii)
+        .filter(|token| !token.is_empty())
+}
+
+fn is_h2c(token: &[u8]) -> bool {
+    token.eq_ignore_ascii_case(H2C)
+}
+
+/// Leaves the `Upgrade` header offering what it offered besides `h2c`: the server is
+/// asked only for the upgrade the proxy can relay.
+fn drop_h2c(headers: &mut HeaderMap) {
+    if !upgrade_tokens(headers).any(is_h2c) {
+        return;
+    }
+    let mut kept = Vec::new();
+    for token in upgrade_tokens(headers).filter(|t| !is_h2c(t)) {
+        if !kept.is_empty() {
+            kept.extend_from_slice(b", ");
+        }
+        kept.extend_from_slice(token);
+    }
+    // Parts of valid values joined by ", " are a valid value; an upgrade request
+    // offers at least one protocol besides h2c.
+    match HeaderValue::from_bytes(&kept) {
+        Ok(value) if !kept.is_empty() => headers.insert(UPGRADE, value),
+        _ => headers.remove(UPGRADE),
+    };
+}
+
 fn connection_lists(headers: &HeaderMap, token: &str) -> bool {
     headers
         .get_all(CONNECTION)
@@ -161,161 +212,4 @@ fn connection_lists(headers: &HeaderMap, token: &str) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
-        let mut map = HeaderMap::new();
-        for (name, value) in pairs {
-            map.append(*name, http::HeaderValue::from_static(value));
-        }
-        map
-    }
-
-    #[test]
-    fn split_cookies_are_joined_into_one_field() {
-        let mut map = headers(&[("cookie", "a=1"), ("x", "y"), ("cookie", "b=2; c=3")]);
-        join_cookies(&mut map);
-        let cookies: Vec<_> = map.get_all("cookie").iter().collect();
-        assert_eq!(cookies, ["a=1; b=2; c=3"]);
-        let mut one = headers(&[("cookie", "a=1; b=2")]);
-        let before = one.clone();
-        join_cookies(&mut one);
-        assert_eq!(one, before);
-    }
-
-    /// A body that says nothing of its length (as chunked ones do).
-    struct Unsized;
-
-    impl Body for Unsized {
-        type Data = bytes::Bytes;
-        type Error = std::convert::Infallible;
-
-        fn poll_frame(
-            self: std::pin::Pin<&mut Self>,
-            _: &mut std::task::Context<'_>,
-        ) -> std::task::Poll<Option<Result<hyper::body::Frame<bytes::Bytes>, Self::Error>>>
-        {
-            std::task::Poll::Ready(None)
-        }
-    }
-
-    #[test]
-    fn a_body_of_unknown_length_is_sent_chunked_one_of_known_length_as_it_is() {
-        use http_body_util::{Empty, Full};
-        let mut unsized_get = Request::get("/").body(Unsized).unwrap();
-        keep_unsized_body(&mut unsized_get);
-        assert_eq!(unsized_get.headers()[TRANSFER_ENCODING], "chunked");
-        let full = Full::new(bytes::Bytes::from_static(b"q"));
-        let mut sized = Request::get("/").body(full).unwrap();
-        keep_unsized_body(&mut sized);
-        let mut empty = Request::get("/")
-            .body(Empty::<bytes::Bytes>::new())
-            .unwrap();
-        keep_unsized_body(&mut empty);
-        assert!(sized.headers().is_empty() && empty.headers().is_empty());
-    }
-
-    #[test]
-    fn hop_by_hop_headers_go_end_to_end_headers_stay() {
-        let mut map = headers(&[
-            ("connection", "keep-alive, x-hop"),
-            ("keep-alive", "timeout=5"),
-            ("x-hop", "1"),
-            ("transfer-encoding", "chunked"),
-            ("te", "gzip"),
-            ("mcp-session-id", "abc"),
-            ("last-event-id", "7"),
-            ("host", "a.test"),
-        ]);
-        assert_eq!(strip_hop_by_hop(&mut map, false), None);
-        let mut names: Vec<&str> = map.keys().map(|k| k.as_str()).collect();
-        names.sort_unstable();
-        assert_eq!(names, ["host", "last-event-id", "mcp-session-id"]);
-    }
-
-    #[test]
-    fn end_to_end_headers_alone_are_left_as_they_are() {
-        let mut map = headers(&[("content-length", "3"), ("x-a", "1"), ("x-a", "2")]);
-        let before = map.clone();
-        assert_eq!(strip_hop_by_hop(&mut map, false), None);
-        assert_eq!(map, before);
-        let mut map = headers(&[("connection", "keep-alive"), ("date", "x")]);
-        assert_eq!(strip_hop_by_hop(&mut map, false), None);
-        assert_eq!(map.keys().map(|k| k.as_str()).collect::<Vec<_>>(), ["date"]);
-    }
-
-    #[test]
-    fn names_listed_in_connection_go_in_any_case() {
-        let mut map = headers(&[
-            ("connection", "Keep-Alive, X-Hop , close"),
-            ("x-hop", "1"),
-            ("close", "2"),
-            ("upgrade", "h2c"),
-            ("proxy-connection", "keep-alive"),
-            ("x-end", "3"),
-        ]);
-        assert_eq!(strip_hop_by_hop(&mut map, false), None);
-        assert_eq!(
-            map.keys().map(|k| k.as_str()).collect::<Vec<_>>(),
-            ["x-end"]
-        );
-    }
-
-    #[test]
-    fn te_trailers_and_upgrades_are_kept() {
-        let mut map = headers(&[
-            ("te", "trailers"),
-            ("connection", "Upgrade"),
-            ("upgrade", "websocket"),
-        ]);
-        let req = {
-            let mut req = Request::new(());
-            *req.headers_mut() = map.clone();
-            req
-        };
-        assert!(is_upgrade(&req));
-        let mut http10 = Request::new(());
-        *http10.headers_mut() = map.clone();
-        *http10.version_mut() = Version::HTTP_10;
-        assert!(!is_upgrade(&http10), "Upgrade is HTTP/1.1's");
-        assert_eq!(strip_hop_by_hop(&mut map, true), None);
-        assert_eq!(map["te"], "trailers");
-        assert_eq!(map["upgrade"], "websocket");
-        assert_eq!(map["connection"], "upgrade");
-    }
-
-    #[test]
-    fn transfer_codings_besides_chunked_are_handed_back() {
-        let mut map = headers(&[
-            ("transfer-encoding", "gzip, Chunked"),
-            ("transfer-encoding", " deflate ,chunked"),
-        ]);
-        let codings = strip_hop_by_hop(&mut map, false);
-        assert_eq!(
-            codings.as_ref().map(HeaderValue::as_bytes),
-            Some(&b"gzip, deflate"[..])
-        );
-        assert!(map.is_empty());
-        let mut response = headers(&[("transfer-encoding", "gzip, chunked"), ("x", "1")]);
-        assert_eq!(
-            strip_response(&mut response.clone(), Version::HTTP_2),
-            Err(HeaderValue::from_static("gzip"))
-        );
-        assert_eq!(strip_response(&mut response, Version::HTTP_11), Ok(()));
-        assert_eq!(response["transfer-encoding"], "gzip");
-        let mut plain = headers(&[("transfer-encoding", "chunked")]);
-        assert_eq!(strip_response(&mut plain, Version::HTTP_10), Ok(()));
-        assert!(plain.is_empty());
-        // The length beside a transfer coding never framed the body.
-        let mut both = headers(&[
-            ("transfer-encoding", "gzip, chunked"),
-            ("content-length", "9"),
-        ]);
-        assert_eq!(strip_response(&mut both, Version::HTTP_11), Ok(()));
-        assert_eq!(
-            both.keys().map(|k| k.as_str()).collect::<Vec<_>>(),
-            ["transfer-encoding"]
-        );
-    }
-}
+mod tests;

@@ -1,5 +1,6 @@
 //! Upgrade requests (WebSocket and others): an HTTP/1.1 upstream connection of their
 //! own, whatever the Backend's protocol, then bytes both ways once both sides agreed.
+//! An offer of `h2c` is declined and never comes here (`headers::is_upgrade`).
 
 use std::{
     net::SocketAddr,

@@ -23,16 +23,16 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 
 use super::say;
 
-/// `serve-tls` arguments.
-struct ServeArgs {
-    addr: String,
+/// `serve-tls` (and `serve-h2`) arguments.
+pub(super) struct ServeArgs {
+    pub(super) addr: String,
     cert: String,
     key: String,
     client_ca: Option<String>,
 }
 
 impl ServeArgs {
-    fn parse(args: &[String]) -> Result<ServeArgs, String> {
+    pub(super) fn parse(args: &[String]) -> Result<ServeArgs, String> {
         let (mut addr, mut cert, mut key, mut client_ca) = (None, None, None, None);
         let mut it = args.iter();
         while let Some(arg) = it.next() {
@@ -73,7 +73,8 @@ fn certificates(path: &str) -> Result<Vec<CertificateDer<'static>>, String> {
     Ok(certs)
 }
 
-fn server_config(args: &ServeArgs) -> Result<Arc<ServerConfig>, String> {
+/// The server's configuration, offering `alpn` (most preferred first).
+pub(super) fn server_config(args: &ServeArgs, alpn: &[&[u8]]) -> Result<Arc<ServerConfig>, String> {
     let builder = ServerConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
         .map_err(|e| e.to_string())?;
@@ -95,8 +96,7 @@ fn server_config(args: &ServeArgs) -> Result<Arc<ServerConfig>, String> {
     let mut config = builder
         .with_single_cert(certificates(&args.cert)?, key)
         .map_err(|e| format!("certificate and key: {e}"))?;
-    // Both offers a client might make; `alpn=-` in the log when it made none.
-    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
     Ok(Arc::new(config))
 }
 
@@ -106,7 +106,8 @@ pub fn serve(args: &[String]) -> ExitCode {
         Ok(args) => args,
         Err(e) => return super::usage(&e),
     };
-    let config = match server_config(&args) {
+    // Both offers a client might make; `alpn=-` in the log when it made none.
+    let config = match server_config(&args, &[b"h2", b"http/1.1"]) {
         Ok(config) => config,
         Err(e) => {
             eprintln!("netprobe: serve-tls: {e}");
