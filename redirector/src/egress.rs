@@ -69,12 +69,21 @@ pub fn install(
     maps: &mut EgressMaps,
     settings: &EgressSettings,
     cgroup2_mount: &Path,
+    attached: Option<u64>,
 ) -> Result<(), EgressError> {
     let own = own_cgroup(cgroup2_mount).map_err(|source| EgressError::OwnCgroup {
         mount: cgroup2_mount.display().to_string(),
         source,
     })?;
     maps.add_agent_cgroup(own)?;
+    if settings.default != EgressPolicy::Allow && Some(own) == attached {
+        tracing::warn!(
+            cgroup = own,
+            "the agent runs in the very cgroup the hooks are attached to: its processes are \
+             never refused, and every other process in that cgroup shares the exemption; run \
+             the agent in a cgroup of its own (a systemd unit, its own container)"
+        );
+    }
     let nets: Vec<NetPrefix> = (settings.allowed.iter())
         .map(|net| NetPrefix::new(net.addr(), net.prefix_len()))
         .collect();

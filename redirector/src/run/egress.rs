@@ -44,7 +44,11 @@ pub fn start(
         pod_trees,
     };
     let mount = cgroup2_root().context("finding the cgroup2 mount for the agent's own cgroup")?;
-    egress::install(&mut maps, &settings, &mount)?;
+    let attached = std::fs::metadata(cgroup).ok().map(|m| {
+        use std::os::unix::fs::MetadataExt;
+        m.ino()
+    });
+    egress::install(&mut maps, &settings, &mount, attached)?;
     let names =
         (policy != EgressPolicy::Allow).then(|| Arc::new(ResolvedNames::new(args.dns.dns_grace)));
     if let Some(events) = maps.events.take() {

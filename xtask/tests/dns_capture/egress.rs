@@ -154,6 +154,18 @@ fn deny_lets_nothing_undeclared_leave_whatever_the_socket_and_with_no_agent() {
         .connect(&format!("{EXT_V4}:{UNDECLARED_PORT}"), &["-4"]);
     assert!(allowed.ok(), "--allow-cidr: {:?}", allowed.json);
     bed.assert_pod_view("elsewhere.test");
+    // A port of the Backend's name that no Backend declares: passthrough under allow,
+    // refused under deny.
+    let port = bed
+        .bed
+        .connect(&format!("echo.redirector.test:{UNDECLARED_PORT}"), &["-4"]);
+    assert!(
+        !port.ok(),
+        "an undeclared port of a Backend name: {:?}",
+        port.json
+    );
+    let counted = crate::support::poll(|| denied(&bed, "undeclared_port", "deny"), |n| *n >= 1.0);
+    assert_eq!(counted, 1.0, "undeclared_port");
     drop(server);
 
     // No agent: the pinned policy still refuses. A new agent: the same.

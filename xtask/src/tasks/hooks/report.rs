@@ -133,12 +133,19 @@ fn write_all(md: &mut String, ctx: &Context, results: &[CaseResult]) -> std::fmt
          `BACKENDS` lookup that hits, cookie, `AGENT_SOCKETS`, `SOCKETS` insert), from a pod \
          cgroup, which is never looked at. Only team-a's Backend is served here: two \
          namespaces' Backends on the same address would be ambiguous in the cluster scope.",
+        "7. As 2 under `--egress-policy deny`: a Backend match never consults the policy.",
+        "8. As 1, then the policy (`redirector-ebpf/src/policy.rs`): `EGRESS_CONFIG`, the \
+         exempt destinations (loopback, the proxy's and DNS listener's addresses, an \
+         `ALLOWED_NETS` LPM lookup that misses), `AGENT_SOCKETS` and `AGENT_CGROUPS`, the \
+         cgroup walk through `CGROUP_MODES`, and the event into the `EGRESS_EVENTS` ring \
+         buffer (which wakes the agent's reader): refused with EPERM.",
+        "9. As 8 up to the `ALLOWED_NETS` lookup, which hits: the connect goes ahead.",
     ] {
         writeln!(md, "{line}")?;
     }
     writeln!(
         md,
-        "\nCases 1-2, 3-5 and 6 each have their own namespaces, cgroup, bpffs and agent. The \
+        "\nCases 1-2, 3-5, 6, 7-8 and 9 each have their own namespaces, cgroup, bpffs and agent. The \
          figures include the cost of the statistics themselves (two clock reads per run, \
          which `bpf_stats_enabled` adds) and vary with the CPU's state; compare cases \
          within one report. \"Client us per connect\" is the client's wall time per \
