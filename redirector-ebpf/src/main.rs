@@ -163,7 +163,7 @@ fn undeclared(ctx: &SockAddrContext, original: &Endpoint, protocol: u32) -> i32 
     } else {
         egress_reason::RAW_SOCKET
     };
-    verdict(policy::judge(cookie_of(ctx), original, protocol, reason))
+    verdict(policy::judge(ctx, original, protocol, reason))
 }
 
 #[inline(always)]
@@ -216,7 +216,7 @@ fn try_redirect_connect(ctx: &SockAddrContext, family: sockaddr::Family) -> Resu
     }
     let Some(config) = config else {
         return Ok(verdict(policy::judge(
-            cookie_of(ctx),
+            ctx,
             &original,
             protocol,
             egress_reason::UNDECLARED_ADDRESS,
@@ -239,11 +239,11 @@ fn try_redirect_connect(ctx: &SockAddrContext, family: sockaddr::Family) -> Resu
             return Ok(DENY);
         }
     }
-    let cookie = cookie_of(ctx);
     if let Match::None = matched {
         let reason = egress_reason::UNDECLARED_ADDRESS;
-        return Ok(verdict(policy::judge(cookie, &original, protocol, reason)));
+        return Ok(verdict(policy::judge(ctx, &original, protocol, reason)));
     }
+    let cookie = cookie_of(ctx);
     // SAFETY: only tested for presence.
     if unsafe { AGENT_SOCKETS.get(&cookie) }.is_some() {
         return Ok(ALLOW);
@@ -256,7 +256,7 @@ fn try_redirect_connect(ctx: &SockAddrContext, family: sockaddr::Family) -> Resu
     if backend_id & PASSTHROUGH_BIT != 0 {
         // A port of a Backend hostname that no Backend declares: what the policy says.
         let reason = egress_reason::UNDECLARED_PORT;
-        if policy::judge(cookie, &original, protocol, reason) == policy::Verdict::Refuse {
+        if policy::judge(ctx, &original, protocol, reason) == policy::Verdict::Refuse {
             return Ok(DENY);
         }
     }

@@ -20,13 +20,13 @@ use aya_ebpf::{
     },
     macros::map,
     maps::{Array, HashMap, LpmTrie, LruHashMap, PerCpuArray, RingBuf, lpm_trie::Key},
-    programs::SkBuffContext,
+    programs::{SkBuffContext, SockAddrContext},
 };
 use redirector_common::{
     EgressConfig, EgressEvent, Endpoint, MAX_CGROUP_DEPTH, egress_mode, egress_reason,
 };
 
-use crate::{AGENT_SOCKETS, CONFIG, IPPROTO_TCP, IPPROTO_UDP, caller_cgroup, dns};
+use crate::{AGENT_SOCKETS, CONFIG, IPPROTO_TCP, IPPROTO_UDP, caller_cgroup, cookie_of, dns};
 
 #[map]
 static EGRESS_CONFIG: Array<EgressConfig> = Array::with_max_entries(1, 0);
@@ -63,13 +63,16 @@ pub fn active() -> Option<EgressConfig> {
 /// Judges a connect or datagram of the calling process to `to` (not DNS, not
 /// redirected), raising `reason` if it is refused or audited.
 #[inline(always)]
-pub fn judge(cookie: u64, to: &Endpoint, protocol: u32, reason: u8) -> Verdict {
+pub fn judge(ctx: &SockAddrContext, to: &Endpoint, protocol: u32, reason: u8) -> Verdict {
     let Some(config) = active() else {
         return Verdict::Pass;
     };
     if exempt_destination(to) {
         return Verdict::Pass;
     }
+    // Only now: the first cookie asked of a socket is made then, with an atomic
+    // increment every CPU shares.
+    let cookie = cookie_of(ctx);
     // SAFETY: both only tested for presence.
     if unsafe { AGENT_SOCKETS.get(&cookie) }.is_some()
         || unsafe { AGENT_CGROUPS.get(&caller_cgroup()) }.is_some()
