@@ -8,6 +8,7 @@
 //! - `kubernetes/`       the Kubernetes API -> new catalogs, and this node's pods
 //! - `reconcile.rs`      catalogs + DNS -> the proxy's table and the datapath map, by diff
 //! - `scopes.rs`         pod cgroups -> namespace scopes (Backends per namespace)
+//! - `workload.rs`       cgroup ids -> workloads (pod, namespace, service account, cgroup)
 //! - `resolver.rs`       hostnames -> addresses
 //! - `table.rs`          which Backend owns which (address, port)
 //! - `datapath/`         the eBPF side: load, attach, pin, adopt, sync maps
@@ -41,6 +42,7 @@ mod table;
 mod tls;
 mod virtual_hosts;
 mod watch;
+mod workload;
 
 /// The rustls crypto provider the agent uses, for benchmarks that measure it.
 pub use tls::{CRYPTO_PROVIDER_NAME, crypto_provider};

@@ -35,11 +35,12 @@ use crate::{
     proxy::{self, ConnectionLimits, Shared, Stats},
     reconcile::{DnsSettings, ReconcileMetrics, Reconciler},
     resolver::Resolver,
-    scopes::{Pods, ScopeSync, first_pods},
+    scopes::{ScopeSync, first_pods},
     status::StatusBoard,
     table::{BackendTable, Scoping},
     virtual_hosts::{VirtualHosts, VirtualRanges},
     watch,
+    workload::Pods,
 };
 
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
