@@ -40,7 +40,7 @@ use crate::{
     table::{BackendTable, Scoping},
     virtual_hosts::{VirtualHosts, VirtualRanges},
     watch,
-    workload::Pods,
+    workload::{Pods, Workloads},
 };
 
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
@@ -63,6 +63,10 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let resolver = Resolver::from_system()?;
     let shutdown = CancellationToken::new();
     let (pods_tx, mut pods_rx) = tokio::sync::watch::channel(Pods::new());
+    let workloads = Arc::new(Workloads::new(cgroup.clone(), args.kubernetes));
+    if args.kubernetes {
+        tokio::spawn(workloads.clone().follow(pods_rx.clone(), shutdown.clone()));
+    }
     let (status_tx, status_rx) = tokio::sync::watch::channel(Vec::new());
     let readiness = Arc::new(Readiness::default());
     let stats = Arc::new(Stats::default());
@@ -114,13 +118,13 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
 
     // Before the datapath is attached: a bad --access-log path must stop us while no
     // connect is redirected yet.
-    let http = proxy::HttpProxy::new(
-        proxy::HttpSettings {
-            pool_idle_timeout: args.http.http_pool_idle_timeout,
-            response_timeout: args.http.http_response_timeout,
-        },
-        args.http.access_log.as_deref(),
-    )?;
+    let http = proxy::HttpProxy::new(proxy::HttpSettings {
+        pool_idle_timeout: args.http.http_pool_idle_timeout,
+        response_timeout: args.http.http_response_timeout,
+    });
+    let access_log = (args.http.access_log.as_deref())
+        .map(proxy::AccessLog::open)
+        .transpose()?;
     let listeners = proxy::bind(&args.proxy_addrs)?;
     let capture = &args.dns.capture;
     let dns_addrs: Vec<SocketAddr> = (args.proxy_addrs.iter())
@@ -184,6 +188,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         stats,
         log_limit: Default::default(),
         http,
+        access_log,
+        workloads: workloads.clone(),
         shutdown: shutdown.clone(),
         tasks: tokio_util::task::TaskTracker::new(),
         pipes: proxy::Pipes::new(proxy::MAX_PIPES),
