@@ -158,7 +158,9 @@ fn respond<B>(admin: &Admin, request: &Request<B>) -> Response<Full<Bytes>> {
         "/backends" => {
             let mut statuses = admin.board.snapshot();
             for status in &mut statuses {
-                status.active_connections = admin.stats.active(&status.name);
+                let by_source = admin.stats.active(&status.name);
+                status.active_connections = by_source.values().sum();
+                status.active_by_source_namespace = by_source;
             }
             match serde_json::to_string_pretty(&statuses) {
                 Ok(json) => with_type(text(StatusCode::OK, json + "\n"), "application/json"),

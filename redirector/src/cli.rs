@@ -204,9 +204,13 @@ pub struct HttpArgs {
     #[arg(long, value_parser = parse_duration, default_value = "30s")]
     pub http_response_timeout: Duration,
 
-    /// Write one JSON line per HTTP request to this file (`-`: standard output):
-    /// time, backend, method, authority, path, status, bytes, duration_ms,
-    /// upstream_protocol (`-` for the proxy's own answers: 421, 502, 504).
+    /// Write one JSON line per HTTP request (`"event":"request"`: time, backend, source,
+    /// method, authority, path, status, bytes, duration_ms, upstream_protocol, `-` for
+    /// the proxy's own answers) and per connection of bytes Backends, passthroughs and
+    /// refusals (`"event":"connection"`: time, backend, source, destination, port,
+    /// bytes_sent, bytes_received, duration_ms, outcome, reason) to this file (`-`:
+    /// standard output). `source`: namespace, pod, service_account (Kubernetes) and
+    /// cgroup (the path below --cgroup).
     #[arg(long, value_name = "PATH")]
     pub access_log: Option<PathBuf>,
 }

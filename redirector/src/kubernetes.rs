@@ -11,8 +11,9 @@
 //!   watch per object (`fieldSelector=metadata.name=X` in its namespace), started when
 //!   the first Backend references it and stopped when the last one lets go, so the agent
 //!   never lists or caches the Secrets of the cluster (`catalog.rs`, `refs.rs`);
-//! - the pods of this node (`fieldSelector=spec.nodeName=NODE`, metadata only), as a map
-//!   from pod uid to namespace (`pods.rs`).
+//! - the pods of this node (`fieldSelector=spec.nodeName=NODE`, each cut down to its
+//!   metadata and service account), as a map from pod uid to namespace, name and
+//!   service account (`pods.rs`).
 //!
 //! Resilience (`follow.rs`): kube's default backoff on API errors; a relist whenever the
 //! server says 410 Gone, whether inside the watch stream (what API servers do) or as the
@@ -31,10 +32,7 @@ pub mod status;
 mod tests;
 pub(crate) mod xbackends;
 
-use std::{
-    collections::BTreeMap,
-    path::{Path, PathBuf},
-};
+use std::path::{Path, PathBuf};
 
 use kube::{
     Client, Config,
@@ -43,7 +41,7 @@ use kube::{
 use tokio::{sync::mpsc, task::JoinHandle};
 use tokio_util::sync::CancellationToken;
 
-use crate::backend::Catalog;
+use crate::{backend::Catalog, workload::Pods};
 
 /// A connection to the API server, not yet watching anything.
 pub struct KubeSource {
@@ -102,13 +100,13 @@ impl KubeSource {
     /// `catalogs` gets a full [`Catalog`] once the initial sync is done (XBackends listed
     /// and every ConfigMap and Secret they reference fetched, or given up on after
     /// [`catalog::REF_SYNC_TIMEOUT`]) and then after every change that alters it.
-    /// `pods` gets the pods of `node_name` (uid -> namespace) once they are listed and
+    /// `pods` gets the pods of `node_name` (uid -> identity) once they are listed and
     /// after every change. Nothing is sent while the API server is unreachable.
     pub fn spawn(
         self,
         node_name: String,
         catalogs: mpsc::Sender<Catalog>,
-        pods: tokio::sync::watch::Sender<BTreeMap<String, String>>,
+        pods: tokio::sync::watch::Sender<Pods>,
         shutdown: CancellationToken,
     ) -> JoinHandle<()> {
         let client = self.client;

@@ -8,7 +8,7 @@
 //! - `kubernetes/`       the Kubernetes API -> new catalogs, and this node's pods
 //! - `reconcile.rs`      catalogs + DNS -> the proxy's table and the datapath map, by diff
 //! - `scopes.rs`         pod cgroups -> namespace scopes (Backends per namespace)
-//! - `workload.rs`       cgroup ids -> workloads (who made a connection)
+//! - `workload.rs`       cgroup ids -> workloads (pod, namespace, service account, cgroup)
 //! - `egress.rs`         the egress policy (allow, audit, deny): written, and its events read
 //! - `resolved_names.rs` the names each workload resolved, for refusal logs
 //! - `resolver.rs`       hostnames -> addresses

@@ -6,6 +6,7 @@
 //! record was not redirected by the datapath and is closed at once: the proxy is never
 //! an open relay.
 
+pub mod access_log;
 mod activity;
 mod connection;
 pub mod http;
@@ -27,6 +28,7 @@ use std::{
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
+pub use access_log::AccessLog;
 pub use connection::connect_upstream;
 pub use http::{HttpProxy, HttpSettings};
 pub use kernel_tls::{KernelTls, KernelTlsMode};
@@ -36,6 +38,7 @@ pub use stats::{Refusal, Stats};
 use crate::{
     datapath::{AgentSockets, PendingRecords},
     table::BackendTable,
+    workload::Workloads,
 };
 
 /// Per-connection limits.
@@ -56,6 +59,10 @@ pub struct Shared {
     /// Rate limit of refused-connection log lines.
     pub log_limit: log_limit::LogLimiter,
     pub http: HttpProxy,
+    /// `--access-log`: requests and connections, with their source.
+    pub access_log: Option<AccessLog>,
+    /// Who connected: the record's cgroup -> workload.
+    pub workloads: Arc<Workloads>,
     /// Fires on SIGTERM/SIGINT: HTTP connections finish their requests and close.
     pub shutdown: CancellationToken,
     /// Every connection task, upgraded ones included, for the drain.

@@ -36,11 +36,12 @@ use crate::{
     proxy::{self, ConnectionLimits, Shared, Stats},
     reconcile::{DnsSettings, ReconcileMetrics, Reconciler},
     resolver::Resolver,
-    scopes::{Pods, ScopeSync, first_pods},
+    scopes::{ScopeSync, first_pods},
     status::StatusBoard,
     table::{BackendTable, Scoping},
     virtual_hosts::{VirtualHosts, VirtualRanges},
     watch,
+    workload::{Pods, Workloads},
 };
 
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
@@ -63,6 +64,10 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let resolver = Resolver::from_system()?;
     let shutdown = CancellationToken::new();
     let (pods_tx, mut pods_rx) = tokio::sync::watch::channel(Pods::new());
+    let workloads = Arc::new(Workloads::new(cgroup.clone(), args.kubernetes));
+    if args.kubernetes {
+        tokio::spawn(workloads.clone().follow(pods_rx.clone(), shutdown.clone()));
+    }
     let (status_tx, status_rx) = tokio::sync::watch::channel(Vec::new());
     let readiness = Arc::new(Readiness::default());
     let stats = Arc::new(Stats::default());
@@ -116,13 +121,13 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
 
     // Before the datapath is attached: a bad --access-log path must stop us while no
     // connect is redirected yet.
-    let http = proxy::HttpProxy::new(
-        proxy::HttpSettings {
-            pool_idle_timeout: args.http.http_pool_idle_timeout,
-            response_timeout: args.http.http_response_timeout,
-        },
-        args.http.access_log.as_deref(),
-    )?;
+    let http = proxy::HttpProxy::new(proxy::HttpSettings {
+        pool_idle_timeout: args.http.http_pool_idle_timeout,
+        response_timeout: args.http.http_response_timeout,
+    });
+    let access_log = (args.http.access_log.as_deref())
+        .map(proxy::AccessLog::open)
+        .transpose()?;
     let listeners = proxy::bind(&args.proxy_addrs)?;
     let capture = &args.dns.capture;
     let dns_addrs: Vec<SocketAddr> = (args.proxy_addrs.iter())
@@ -154,12 +159,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         .with_context(|| format!("installing the datapath on cgroup {}", cgroup.display()))?;
     // Once the pins are ours: the value it changes is recorded beside them.
     host::enable_request_migration(&layout);
-    let workloads = Arc::new(crate::workload::Workloads::default());
     let names = egress::start(
         &args,
         egress_maps,
         &cgroup,
-        workloads,
+        workloads.clone(),
         egress_metrics,
         &shutdown,
     )?;
@@ -196,6 +200,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         stats,
         log_limit: Default::default(),
         http,
+        access_log,
+        workloads: workloads.clone(),
         shutdown: shutdown.clone(),
         tasks: tokio_util::task::TaskTracker::new(),
         pipes: proxy::Pipes::new(proxy::MAX_PIPES),

@@ -27,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 
 use redirector_common::POD_TREE;
 
-use crate::{datapath::ScopeMap, table::namespace_scope};
+use crate::{datapath::ScopeMap, table::namespace_scope, workload::Pods};
 
 /// How deep below the root pod cgroups are looked for (kubepods/<qos>/pod<uid>).
 const SEARCH_DEPTH: usize = 4;
@@ -39,9 +39,6 @@ const RETRY_MAX: Duration = Duration::from_secs(2);
 /// How deep below the root the top of the pod tree is looked for
 /// (`kubelet.slice/kubelet-kubepods.slice` in kind is the deepest known layout).
 const TREE_DEPTH: usize = 2;
-
-/// Pods of this node: uid -> namespace.
-pub type Pods = BTreeMap<String, String>;
 
 /// How long a scoped agent waits for the first list of its node's pods.
 const POD_LIST_TIMEOUT: Duration = Duration::from_secs(60);
@@ -91,7 +88,7 @@ impl ScopeSync {
         let desired: BTreeMap<u64, u64> = (trees.iter().map(|tree| (*tree, POD_TREE)))
             .chain(found.iter().filter_map(|(uid, cgroup)| {
                 pods.get(uid)
-                    .map(|namespace| (*cgroup, namespace_scope(namespace)))
+                    .map(|pod| (*cgroup, namespace_scope(&pod.namespace)))
             }))
             .collect();
         match self.map.sync(&desired) {

@@ -2,6 +2,7 @@
 //! `redirector status`.
 
 use std::{
+    collections::BTreeMap,
     io::Read,
     io::Write,
     net::SocketAddr,
@@ -41,6 +42,10 @@ pub struct BackendStatus {
     pub virtual_addresses: Vec<String>,
     #[serde(default)]
     pub active_connections: i64,
+    /// The same by the namespace of the pods that opened them (`""`: outside Kubernetes,
+    /// or a process in no known pod); absent when none are open.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub active_by_source_namespace: BTreeMap<String, i64>,
 }
 
 /// Renders the statuses of one published state.
@@ -93,7 +98,7 @@ fn render(statuses: &[BackendStatus]) -> String {
             format!("{}:{}", s.hostname, s.port),
             s.protocol.clone(),
             s.tls.clone(),
-            s.active_connections.to_string(),
+            active(s),
             match s.virtual_addresses.is_empty() {
                 true => "-".to_owned(),
                 false => s.virtual_addresses.join(","),
@@ -115,6 +120,23 @@ fn render(statuses: &[BackendStatus]) -> String {
         out.push('\n');
     }
     out
+}
+
+/// Active connections, and by source namespace when any came from a pod: `3 (team-a:
+/// 2, -: 1)`, `-` for sources outside any pod.
+fn active(status: &BackendStatus) -> String {
+    let total = status.active_connections.to_string();
+    let by = &status.active_by_source_namespace;
+    if by.keys().all(String::is_empty) {
+        return total;
+    }
+    let each: Vec<String> = (by.iter())
+        .map(|(namespace, n)| match namespace.as_str() {
+            "" => format!("-: {n}"),
+            namespace => format!("{namespace}: {n}"),
+        })
+        .collect();
+    format!("{total} ({})", each.join(", "))
 }
 
 /// A one-shot HTTP/1.0 GET; the admin endpoint is local and answers small bodies.
@@ -170,7 +192,11 @@ mod tests {
                 tls: "none".into(),
                 addresses: vec!["10.200.2.2".into(), "fd00:200:2::2".into()],
                 virtual_addresses: vec!["240.0.16.196".into(), "fd72:6564:6972::10c4".into()],
-                active_connections: 2,
+                active_connections: 3,
+                active_by_source_namespace: BTreeMap::from([
+                    (String::new(), 1),
+                    ("team-a".into(), 2),
+                ]),
             },
             BackendStatus {
                 name: "demo/api".into(),
@@ -183,6 +209,7 @@ mod tests {
                 addresses: vec![],
                 virtual_addresses: vec![],
                 active_connections: 0,
+                active_by_source_namespace: BTreeMap::new(),
             },
         ];
         let table = render(&statuses);
@@ -194,6 +221,7 @@ mod tests {
                 && lines[1].contains("240.0.16.196,fd72:6564:6972::10c4  10.200.2.2,fd00:200:2::2"),
             "{table}"
         );
+        assert!(lines[1].contains("  3 (-: 1, team-a: 2)  "), "{table}");
         assert!(
             lines[2].contains("RefError (ConfigMap demo/api-ca does not exist)"),
             "{table}"

@@ -2,13 +2,20 @@
 //! own namespace only. Two pods (kubelet-style `pod<uid>` cgroups below the attached
 //! cgroup; one a static pod, known to the API by its mirror) in two namespaces dial the
 //! same hostname and port, and each gets its own namespace's Backend; a process in no
-//! known pod gets none.
+//! known pod gets none. The access log and `/metrics` name each connection's workload
+//! (namespace, pod, service account, cgroup below `--cgroup`).
 
 mod support;
 
 use std::process::Command;
 
-use support::{Bed, PROBE, fakeapi::FakeApi, fixtures::xbackend};
+use serde_json::Value;
+use support::{
+    Bed, PROBE,
+    fakeapi::FakeApi,
+    fixtures::xbackend,
+    tls::{sample, wait_for_sample},
+};
 use xtask::netlab::{
     Cgroup, ChildGuard, EXT_V4, NODE_EXT_V4, POD_V4, Topology,
     agent::Agent,
@@ -30,7 +37,8 @@ fn objects() -> String {
     let pod = |name: &str, namespace: &str, uid: &str| {
         format!(
             "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: {namespace}, uid: {uid}}}\n\
-             spec: {{nodeName: node1, containers: [{{name: app, image: app}}]}}\n"
+             spec: {{nodeName: node1, serviceAccountName: sa-{name}, \
+             containers: [{{name: app, image: app}}]}}\n"
         )
     };
     // A static pod's mirror: the API gave it a uid of its own; its cgroup is named after
@@ -67,6 +75,14 @@ fn connect_from_to(topology: &Topology, cgroup: &Cgroup, target: &str) -> Reply 
     }
 }
 
+/// The access log's lines so far.
+fn read_access_log(path: &std::path::Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    (text.lines())
+        .map(|line| serde_json::from_str(line).expect("access log line is JSON"))
+        .collect()
+}
+
 #[test]
 fn each_namespace_gets_its_own_backend_for_the_same_hostname() {
     let bed = Bed::new("");
@@ -86,6 +102,11 @@ fn each_namespace_gets_its_own_backend_for_the_same_hostname() {
     let mut config = bed.config();
     config.in_pod_cgroup = false;
     config.extra_args = api.agent_args("node1");
+    let logs = tempfile::tempdir().expect("log dir");
+    let access_log = logs.path().join("access.log");
+    config
+        .extra_args
+        .extend(["--access-log".to_owned(), access_log.display().to_string()]);
     let mut agent = Agent::start(&bed.topo, &config).expect("agent");
     // The agent maps the pods before it says it is ready.
     let logs = agent.logs();
@@ -119,6 +140,36 @@ fn each_namespace_gets_its_own_backend_for_the_same_hostname() {
         refused.contains("team-b/echo") && refused.contains("tls_handshake"),
         "{refused}"
     );
+    // Each connection's pod, in the access log and as the metrics' source namespace.
+    let lines = support::poll(|| read_access_log(&access_log), |lines| lines.len() >= 2);
+    let of = |namespace: &str| {
+        (lines.iter())
+            .find(|l| l["source"]["namespace"] == namespace)
+            .unwrap_or_else(|| panic!("no line from {namespace}: {lines:#?}"))
+    };
+    let (line_a, line_b) = (of("team-a"), of("team-b"));
+    let source_a = serde_json::json!({
+        "namespace": "team-a", "pod": "a", "service_account": "sa-a",
+        "cgroup": format!("/kubepods/pod{UID_A}"),
+    });
+    assert_eq!(line_a["source"], source_a, "{line_a}");
+    assert_eq!(
+        (&line_a["outcome"], &line_a["backend"]),
+        (&"forwarded".into(), &"team-a/echo".into()),
+        "{line_a}"
+    );
+    assert_eq!(line_b["source"]["pod"], "b", "{line_b}");
+    assert_eq!(line_b["source"]["service_account"], "sa-b", "{line_b}");
+    assert_eq!(line_b["outcome"], "refused", "{line_b}");
+    let text = wait_for_sample(
+        &bed.topo.node,
+        "redirector_connections_refused_total",
+        &[("backend", "team-b/echo"), ("source_namespace", "team-b")],
+        1.0,
+    );
+    let forwarded = [("backend", "team-a/echo"), ("source_namespace", "team-a")];
+    let forwarded = sample(&text, "redirector_connections_forwarded_total", &forwarded);
+    assert_eq!(forwarded, Some(1.0), "{text}");
 
     // A pod not mapped yet: refused, never sent direct, and never to the proxy.
     let early = connect_from(&bed.topo, &unmapped);
@@ -152,5 +203,5 @@ fn each_namespace_gets_its_own_backend_for_the_same_hostname() {
         "{:?}",
         stranger.json
     );
-    drop((agent, pod_a, pod_b, unmapped, kubepods, api));
+    drop((agent, pod_a, pod_b, unmapped, kubepods, api, logs));
 }

@@ -92,12 +92,14 @@ pub fn spawn_reader(
                 ready = ring.readable_mut() => {
                     let Ok(mut guard) = ready else { return };
                     let ring = guard.get_inner_mut();
+                    let mut events = Vec::new();
                     while let Some(item) = ring.next() {
-                        if let Some(event) = decode(&item) {
-                            reader.handle(&event);
-                        }
+                        events.extend(decode(&item));
                     }
                     guard.clear_ready();
+                    for event in events {
+                        reader.handle(&event).await;
+                    }
                 }
             }
         }
@@ -138,8 +140,9 @@ struct Reader {
 }
 
 impl Reader {
-    fn handle(&mut self, event: &EgressEvent) {
-        let workload = self.workloads.of(event.cgroup);
+    async fn handle(&mut self, event: &EgressEvent) {
+        // A miss walks the cgroup tree: on the blocking pool, not this task's thread.
+        let workload = self.workloads.resolve(event.cgroup).await;
         let reason = reason_name(event.reason);
         let policy = if u32::from(event.mode) == egress_mode::DENY {
             "deny"
@@ -246,7 +249,7 @@ mod tests {
 
     fn reader() -> Reader {
         Reader {
-            workloads: Arc::new(Workloads::default()),
+            workloads: Arc::new(Workloads::new("/nonexistent".into(), false)),
             names: None,
             metrics: Arc::new(EgressMetrics::default()),
             logged: HashMap::new(),

@@ -8,16 +8,23 @@ use std::{
     net::{IpAddr, SocketAddr},
     os::fd::AsFd,
     sync::Arc,
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use redirector_common::Redirect;
 use tokio::net::{TcpSocket, TcpStream};
 
-use super::{Refusal, Shared, http, tcp};
+use super::{
+    Refusal, Shared,
+    access_log::{self, Outcome},
+    http,
+    relay::Transferred,
+    tcp,
+};
 use crate::{
     datapath::{AgentSockets, endpoint},
     table::{BackendId, Candidates},
+    workload::Workload,
 };
 
 /// How often, and how long apart, the record is looked for. The datapath writes it
@@ -29,6 +36,8 @@ const RECORD_RETRY: Duration = Duration::from_millis(2);
 pub struct Refused {
     pub reason: Refusal,
     pub detail: String,
+    /// Bytes that moved before the refusal (a client opening refused mid-stream).
+    pub moved: Transferred,
 }
 
 impl Refused {
@@ -36,11 +45,13 @@ impl Refused {
         Self {
             reason,
             detail: detail.into(),
+            moved: Transferred::default(),
         }
     }
 }
 
-/// Where a redirected connection was going, and who may answer for that address.
+/// Where a redirected connection was going, who made it, and who may answer for that
+/// address.
 pub struct Routed {
     pub candidates: Candidates,
     /// The address and port the client dialed.
@@ -49,6 +60,10 @@ pub struct Routed {
     /// address the hostname's real addresses on the same port.
     pub upstream: Arc<[SocketAddr]>,
     pub peer: SocketAddr,
+    /// The workload that connected (from the record's cgroup id).
+    pub source: Arc<Workload>,
+    /// When the proxy accepted the connection.
+    pub started: Instant,
 }
 
 impl Routed {
@@ -60,6 +75,11 @@ impl Routed {
             _ => "-".to_owned(),
         }
     }
+
+    /// The source's namespace, for metric labels (`""` outside Kubernetes).
+    pub fn source_namespace(&self) -> &str {
+        self.source.source_namespace()
+    }
 }
 
 /// Routes a connection, then serves it on the path its Backends ask for. Each path is
@@ -67,9 +87,34 @@ impl Routed {
 /// may take (the TCP one, 6.9 KiB), so an HTTP/1 connection paid for paths it never
 /// took (`-Zprint-type-sizes`; memory per held connection is bench/load.md's).
 pub async fn handle(shared: Arc<Shared>, client: TcpStream, peer: SocketAddr) {
-    let routed = match route(&shared, peer).await {
-        Ok(Route::Backends(routed)) => routed,
-        Ok(Route::Passthrough(routed)) => {
+    let started = Instant::now();
+    let record = match take_record(&shared, peer).await {
+        Ok(record) => record,
+        Err(refused) => {
+            // Not a redirected connect, so no workload to name: counted and logged,
+            // never in the access log. A stray connect to the proxy port is routine
+            // noise; the rest is something an operator can act on.
+            shared.stats.refused(None, refused.reason, "");
+            if refused.reason == Refusal::NoRecord {
+                tracing::debug!(%peer, "closed: {}", refused.detail);
+            } else if let Some(suppressed) = shared.log_limit.allow(refused.reason.as_str()) {
+                let reason = refused.reason.as_str();
+                tracing::warn!(%peer, reason, suppressed, "refused: {}", refused.detail);
+            }
+            return;
+        }
+    };
+    let mut routed = Routed {
+        candidates: Arc::from([]),
+        original: endpoint::to_socket_addr(&record.original),
+        upstream: Arc::from([]),
+        peer,
+        source: shared.workloads.resolve(record.cgroup).await,
+        started,
+    };
+    match route(&shared, &record, &mut routed) {
+        Ok(Route::Backends) => {}
+        Ok(Route::Passthrough) => {
             tune_client(&client);
             if let Err((_, refused)) = Box::pin(tcp::splice_to_dialed(
                 &shared,
@@ -80,22 +125,15 @@ pub async fn handle(shared: Arc<Shared>, client: TcpStream, peer: SocketAddr) {
             ))
             .await
             {
-                report(&shared, &peer, Some(&routed.original), None, &refused);
+                report(&shared, &routed, None, &refused);
             }
             return;
         }
         Err(refused) => {
-            // A stray connect to the proxy port is routine noise; the rest is something
-            // an operator can act on.
-            if refused.reason == Refusal::NoRecord {
-                shared.stats.refused(None, refused.reason);
-                tracing::debug!(%peer, "closed: {}", refused.detail);
-            } else {
-                report(&shared, &peer, None, None, &refused);
-            }
+            report(&shared, &routed, None, &refused);
             return;
         }
-    };
+    }
     tune_client(&client);
     if routed
         .candidates
@@ -104,13 +142,7 @@ pub async fn handle(shared: Arc<Shared>, client: TcpStream, peer: SocketAddr) {
     {
         Box::pin(http::serve(shared, routed, client)).await;
     } else if let Err((backend, refused)) = Box::pin(tcp::forward(&shared, &routed, client)).await {
-        report(
-            &shared,
-            &peer,
-            Some(&routed.original),
-            backend.as_deref(),
-            &refused,
-        );
+        report(&shared, &routed, backend.as_deref(), &refused);
     }
 }
 
@@ -122,43 +154,70 @@ fn tune_client(client: &TcpStream) {
     let _ = socket2::SockRef::from(client).set_out_of_band_inline(true);
 }
 
-/// Counts a refusal and logs it (rate-limited per reason).
-pub fn report(
-    shared: &Shared,
-    peer: &SocketAddr,
-    original: Option<&SocketAddr>,
-    backend: Option<&str>,
-    refused: &Refused,
-) {
-    shared.stats.refused(backend, refused.reason);
-    let Some(suppressed) = shared.log_limit.allow(refused.reason.as_str()) else {
-        return;
-    };
+/// Counts a refusal, logs it (rate-limited per reason) and writes its access-log line.
+pub fn report(shared: &Shared, routed: &Routed, backend: Option<&str>, refused: &Refused) {
+    let source_namespace = routed.source_namespace();
+    shared
+        .stats
+        .refused(backend, refused.reason, source_namespace);
     let reason = refused.reason.as_str();
     let backend = backend.unwrap_or("-");
-    match original {
-        Some(original) => tracing::warn!(
-            %peer, %backend, %original, reason, suppressed, "refused: {}", refused.detail
-        ),
-        None => tracing::warn!(%peer, reason, suppressed, "refused: {}", refused.detail),
+    log_connection(
+        shared,
+        routed,
+        backend,
+        refused.moved,
+        Outcome::Refused,
+        Some(reason),
+    );
+    let Some(suppressed) = shared.log_limit.allow(reason) else {
+        return;
+    };
+    let (peer, original, source) = (&routed.peer, &routed.original, &routed.source);
+    tracing::warn!(
+        %peer, %source, %backend, %original, reason, suppressed, "refused: {}", refused.detail
+    );
+}
+
+/// Writes the access-log line of a connection of the bytes path (if there is a log).
+pub fn log_connection(
+    shared: &Shared,
+    routed: &Routed,
+    backend: &str,
+    moved: Transferred,
+    outcome: Outcome,
+    reason: Option<&str>,
+) {
+    if let Some(log) = &shared.access_log {
+        log.connection(&access_log::Connection {
+            backend,
+            source: &routed.source,
+            destination: routed.original.ip(),
+            port: routed.original.port(),
+            bytes_sent: moved.client_to_upstream,
+            bytes_received: moved.upstream_to_client,
+            duration_ms: routed.started.elapsed().as_secs_f64() * 1e3,
+            outcome,
+            reason,
+        });
     }
 }
 
 /// What a connection is for.
 enum Route {
-    Backends(Routed),
+    Backends,
     /// A port of a virtual address that no Backend declares: the bytes go to the
     /// hostname's real address unchanged, as they would without the agent.
-    Passthrough(Routed),
+    Passthrough,
 }
 
-/// Finds the Backends and original destination of the connection from `peer`.
-async fn route(shared: &Shared, peer: SocketAddr) -> Result<Route, Refused> {
-    let record = take_record(shared, peer).await?;
-    let original = endpoint::to_socket_addr(&record.original);
+/// Finds the Backends (`routed.candidates`) and upstream addresses of the connection
+/// `record` describes.
+fn route(shared: &Shared, record: &Redirect, routed: &mut Routed) -> Result<Route, Refused> {
+    let original = routed.original;
     let table = shared.table();
     let id = BackendId(record.backend_id);
-    let upstream = match table.virtual_host(original.ip()) {
+    routed.upstream = match table.virtual_host(original.ip()) {
         Some(host) if host.addresses.is_empty() => {
             return Err(Refused::new(
                 Refusal::UnknownBackend,
@@ -181,27 +240,17 @@ async fn route(shared: &Shared, peer: SocketAddr) -> Result<Route, Refused> {
     };
     if id.is_passthrough() {
         return match table.passthrough(id) {
-            Some(_) => Ok(Route::Passthrough(Routed {
-                candidates: Arc::from([]),
-                original,
-                upstream,
-                peer,
-            })),
+            Some(_) => Ok(Route::Passthrough),
             None => Err(Refused::new(
                 Refusal::UnknownBackend,
                 format!("{original}: its hostname has no Backend any more and its hold ended"),
             )),
         };
     }
-    let candidates = table
+    routed.candidates = table
         .lookup(id)
         .map_err(|error| Refused::new(Refusal::UnknownBackend, error.to_string()))?;
-    Ok(Route::Backends(Routed {
-        candidates,
-        original,
-        upstream,
-        peer,
-    }))
+    Ok(Route::Backends)
 }
 
 async fn take_record(shared: &Shared, peer: SocketAddr) -> Result<Redirect, Refused> {

@@ -14,7 +14,6 @@
 //!   an `Upgrade: h2c` offer is declined (answered in HTTP/1.1, forwarded pooled).
 //! - [`body`] measures each response as it streams: metrics and the access log.
 
-mod access_log;
 mod body;
 mod error;
 mod headers;
@@ -30,7 +29,6 @@ mod upstream;
 use std::{
     convert::Infallible,
     future::Future,
-    path::Path,
     pin::{Pin, pin},
     sync::Arc,
     time::Duration,
@@ -47,7 +45,6 @@ use tokio::{
 };
 use tokio_util::sync::CancellationToken;
 
-pub use access_log::AccessLog;
 pub use pool::Pools;
 
 use super::{
@@ -79,16 +76,14 @@ pub struct HttpSettings {
 pub struct HttpProxy {
     pub settings: HttpSettings,
     pub pools: Pools,
-    pub access_log: Option<AccessLog>,
 }
 
 impl HttpProxy {
-    pub fn new(settings: HttpSettings, access_log: Option<&Path>) -> std::io::Result<Self> {
-        Ok(Self {
+    pub fn new(settings: HttpSettings) -> Self {
+        Self {
             settings,
             pools: Pools::new(settings.pool_idle_timeout),
-            access_log: access_log.map(AccessLog::open).transpose()?,
-        })
+        }
     }
 }
 
@@ -110,14 +105,7 @@ pub async fn serve(shared: Arc<Shared>, routed: Routed, mut client: TcpStream) {
         Err(refused) => Err((None, tcp::opening_refusal(refused))),
     };
     if let Err((backend, refused)) = result {
-        let original = Some(&routed.original);
-        report(
-            &shared,
-            &routed.peer,
-            original,
-            backend.as_deref(),
-            &refused,
-        );
+        report(&shared, &routed, backend.as_deref(), &refused);
     }
 }
 
@@ -168,7 +156,9 @@ async fn serve_http(shared: Arc<Shared>, routed: Routed, mut client: TcpStream, 
             return;
         }
     };
-    let active = shared.stats.active_guard(&label);
+    // Kept past `routed`, which the requests' context takes.
+    let source = routed.source.clone();
+    let active = (shared.stats).active_guard_from(&label, source.source_namespace());
     // Requests in progress included: a client that stops reading a response (or an
     // upstream that stops sending one) moves no byte on this connection either.
     let activity = Arc::new(Activity::new());
@@ -201,10 +191,11 @@ async fn serve_http(shared: Arc<Shared>, routed: Routed, mut client: TcpStream, 
         until_done(watch, connection, |c| c.graceful_shutdown()).await
     };
     drop(active);
+    let source_namespace = source.source_namespace();
     if let Err(error) = finished {
-        error::client_connection_failed(&shared, &label, &error);
+        error::client_connection_failed(&shared, (&label, source_namespace), &error);
     }
-    shared.stats.forwarded(&label);
+    shared.stats.forwarded(&label, source_namespace);
 }
 
 /// Runs a hyper server connection until the client closes it, no byte moves either way

@@ -1,6 +1,6 @@
 //! Connection counters, exported by the admin endpoint as Prometheus metrics.
 
-use std::time::Duration;
+use std::{collections::BTreeMap, time::Duration};
 
 use prometheus_client::{
     encoding::{EncodeLabelSet, EncodeLabelValue},
@@ -15,6 +15,10 @@ use prometheus_client::{
 
 use super::http::metrics::HttpStats;
 use crate::tls::HandshakeFailure;
+
+mod by_source;
+
+pub use by_source::BySource;
 
 /// Why a connection was closed without being forwarded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,6 +68,21 @@ struct BackendReason {
     reason: String,
 }
 
+/// Per connection: the namespace of the pod that connected (`""` outside Kubernetes and
+/// for processes in no known pod). Never the pod: namespaces are few, pods are not.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BackendSource {
+    backend: String,
+    source_namespace: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BackendReasonSource {
+    backend: String,
+    reason: String,
+    source_namespace: String,
+}
+
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ReasonLabel {
     reason: &'static str,
@@ -92,9 +111,11 @@ fn connect_buckets() -> Histogram {
 pub struct Stats {
     bytes: Family<BackendDirection, Counter>,
     connect_latency: Family<BackendLabel, Histogram, fn() -> Histogram>,
-    forwarded: Family<BackendLabel, Counter>,
-    active: Family<BackendLabel, Gauge>,
-    refused: Family<BackendReason, Counter>,
+    forwarded: Family<BackendSource, Counter>,
+    active: Family<BackendSource, Gauge>,
+    /// `active`'s gauges again, for `/backends` and a look-up per connection.
+    active_by_source: BySource<Gauge>,
+    refused: Family<BackendReasonSource, Counter>,
     handshake_failures: Family<BackendReason, Counter>,
     passthrough: Family<ReasonLabel, Counter>,
     idle_closed: Family<BackendLabel, Counter>,
@@ -119,17 +140,19 @@ impl Stats {
         );
         registry.register(
             "redirector_connections_forwarded",
-            "Connections forwarded to a Backend, counted when they end",
+            "Connections forwarded to a Backend, by Backend and source namespace, counted \
+             when they end",
             self.forwarded.clone(),
         );
         registry.register(
             "redirector_connections_active",
-            "Connections being forwarded now",
+            "Connections being forwarded now, by Backend and source namespace",
             self.active.clone(),
         );
         registry.register(
             "redirector_connections_refused",
-            "Connections closed without forwarding, by Backend (\"-\" if none) and reason",
+            "Connections closed without forwarding, by Backend (\"-\" if none), reason and \
+             source namespace",
             self.refused.clone(),
         );
         registry.register(
@@ -192,28 +215,31 @@ impl Stats {
 
     /// Counts a connection that was forwarded to its end (or to an I/O error), as
     /// opposed to one refused: the two never overlap.
-    pub fn forwarded(&self, backend: &str) {
-        let label = BackendLabel {
+    pub fn forwarded(&self, backend: &str, source_namespace: &str) {
+        let label = BackendSource {
             backend: backend.to_owned(),
+            source_namespace: source_namespace.to_owned(),
         };
         self.forwarded.get_or_create(&label).inc();
         self.forwarded_all.inc();
     }
 
-    /// Counts `backend`'s connection as active until the guard is dropped.
-    pub fn active_guard(&self, backend: &str) -> ActiveGuard {
-        let gauge = self
-            .active
-            .get_or_create(&BackendLabel {
+    /// Counts `backend`'s connection from `source_namespace` as active until the guard
+    /// is dropped.
+    pub fn active_guard_from(&self, backend: &str, source_namespace: &str) -> ActiveGuard {
+        let gauge = self.active_by_source.get(backend, source_namespace, || {
+            let labels = BackendSource {
                 backend: backend.to_owned(),
-            })
-            .clone();
+                source_namespace: source_namespace.to_owned(),
+            };
+            self.active.get_or_create(&labels).clone()
+        });
         gauge.inc();
         ActiveGuard(gauge)
     }
 
     /// `backend` is `None` when the connection could not be tied to a Backend.
-    pub fn refused(&self, backend: Option<&str>, reason: Refusal) {
+    pub fn refused(&self, backend: Option<&str>, reason: Refusal, source_namespace: &str) {
         let backend = backend.unwrap_or("-").to_owned();
         if let Refusal::Handshake(failure) = reason {
             let labels = BackendReason {
@@ -222,21 +248,20 @@ impl Stats {
             };
             self.handshake_failures.get_or_create(&labels).inc();
         }
-        let labels = BackendReason {
+        let labels = BackendReasonSource {
             backend,
             reason: reason.as_str().to_owned(),
+            source_namespace: source_namespace.to_owned(),
         };
         self.refused.get_or_create(&labels).inc();
         self.refused_all.inc();
     }
 
-    /// Connections of `backend` being forwarded now.
-    pub fn active(&self, backend: &str) -> i64 {
-        self.active
-            .get_or_create(&BackendLabel {
-                backend: backend.to_owned(),
-            })
-            .get()
+    /// Connections of `backend` being forwarded now, by source namespace (those with
+    /// none open left out).
+    pub fn active(&self, backend: &str) -> BTreeMap<String, i64> {
+        let counts = self.active_by_source.each(backend, Gauge::get);
+        counts.into_iter().filter(|(_, n)| *n != 0).collect()
     }
 
     pub fn connected(&self, backend: &str, took: Duration) {
@@ -271,6 +296,7 @@ impl Default for Stats {
             connect_latency: Family::new_with_constructor(connect_buckets),
             forwarded: Family::default(),
             active: Family::default(),
+            active_by_source: BySource::default(),
             refused: Family::default(),
             handshake_failures: Family::default(),
             passthrough: Family::default(),

@@ -20,7 +20,8 @@ use tokio::net::{
 
 use super::{
     Refusal, Shared,
-    connection::{Refused, Routed, connect_any},
+    access_log::Outcome,
+    connection::{Refused, Routed, connect_any, log_connection},
     kernel_tls::Offload,
     relay::{Transferred, relay_spliced, relay_tcp, relay_tls},
 };
@@ -84,7 +85,7 @@ pub async fn forward(
     };
     let connecting = Instant::now();
     let upstream = dial(shared, &routed.upstream).await.map_err(fail)?;
-    let active = shared.stats.active_guard(&label);
+    let active = (shared.stats).active_guard_from(&label, routed.source_namespace());
     let rule = opening_rule(&routed.candidates, routed.original);
     let (moved, result, verdict) = match origination {
         None => {
@@ -149,7 +150,7 @@ pub async fn forward(
         Some(Verdict::Declared { sni: Some(sni) }) => Some(named(&routed.candidates, &sni, &label)),
         _ => Some(label.clone()),
     };
-    finish(shared, counted.as_deref(), moved, result).map_err(|refused| (counted, refused))
+    finish(shared, routed, counted.as_deref(), moved, result).map_err(|refused| (counted, refused))
 }
 
 /// The client's opening, read before anything is dialed, with the bytes read (to be
@@ -244,7 +245,8 @@ pub(super) async fn splice_to_dialed(
     let upstream = dial(shared, &routed.upstream)
         .await
         .map_err(|refused| (backend.clone(), refused))?;
-    let active = shared.stats.active_guard(backend.as_deref().unwrap_or("-"));
+    let counted = backend.as_deref().unwrap_or("-");
+    let active = (shared.stats).active_guard_from(counted, routed.source_namespace());
     let limits = shared.limits;
     let (read, write) = client.split();
     let mut replayed = FirstBytesGuard::released(read, held);
@@ -258,13 +260,16 @@ pub(super) async fn splice_to_dialed(
     )
     .await;
     drop(active);
-    finish(shared, backend.as_deref(), moved, result).map_err(|refused| (backend, refused))
+    let finished = finish(shared, routed, backend.as_deref(), moved, result);
+    finished.map_err(|refused| (backend, refused))
 }
 
 /// Counts the end of a forwarded (`Some(backend)`) or passed-through (`None`)
-/// connection, or turns its error into a refusal.
+/// connection and writes its access-log line, or turns its error into a refusal (which
+/// the caller reports, with the bytes moved).
 fn finish(
     shared: &Shared,
+    routed: &Routed,
     backend: Option<&str>,
     moved: Transferred,
     result: io::Result<()>,
@@ -273,12 +278,26 @@ fn finish(
     shared
         .stats
         .transferred(key, moved.client_to_upstream, moved.upstream_to_client);
-    let count = || match backend {
-        Some(backend) => shared.stats.forwarded(backend),
-        None => shared.stats.passthrough("undeclared_sni"),
+    let source_namespace = routed.source_namespace();
+    // A virtual address names no Backend on its undeclared ports; any other address
+    // was passed on for the client's own TLS to another name.
+    let passthrough = match routed.candidates.is_empty() {
+        true => "undeclared_port",
+        false => "undeclared_sni",
+    };
+    let count = |reason: Option<&str>| match backend {
+        Some(backend) => {
+            shared.stats.forwarded(backend, source_namespace);
+            log_connection(shared, routed, backend, moved, Outcome::Forwarded, reason);
+        }
+        None => {
+            shared.stats.passthrough(passthrough);
+            let reason = Some(passthrough);
+            log_connection(shared, routed, key, moved, Outcome::Passthrough, reason);
+        }
     };
     let Err(error) = result else {
-        count();
+        count(None);
         tracing::debug!(
             backend = key,
             sent = moved.client_to_upstream,
@@ -287,22 +306,24 @@ fn finish(
         );
         return Ok(());
     };
-    match (sniff::refusal(&error), HandshakeFailure::classify(&error)) {
-        (Some(refused), _) => Err(opening_refusal(refused.clone())),
-        (None, HandshakeFailure::RejectedByServer) => Err(Refused::new(
+    let refused = match (sniff::refusal(&error), HandshakeFailure::classify(&error)) {
+        (Some(refused), _) => opening_refusal(refused.clone()),
+        (None, HandshakeFailure::RejectedByServer) => Refused::new(
             Refusal::Handshake(HandshakeFailure::RejectedByServer),
             format!("the server rejected the handshake (client certificate?): {error}"),
-        )),
+        ),
         (None, _) => {
-            count();
-            if error.kind() == io::ErrorKind::TimedOut {
-                // The relay's idle timer (see `relay.rs`).
+            // The relay's idle timer (see `relay.rs`).
+            let idle = error.kind() == io::ErrorKind::TimedOut;
+            count(idle.then_some("idle_timeout"));
+            if idle {
                 shared.stats.idle_closed(key);
             }
             tracing::debug!(backend = key, %error, "connection ended with an error");
-            Ok(())
+            return Ok(());
         }
-    }
+    };
+    Err(Refused { moved, ..refused })
 }
 
 /// What the Backends of the dialed address allow the client to open with.

@@ -64,6 +64,7 @@ fn statuses(
                     .map(|(v4, v6)| vec![v4.to_string(), v6.to_string()])
                     .unwrap_or_default(),
                 active_connections: 0,
+                active_by_source_namespace: Default::default(),
             },
         );
     }
@@ -84,6 +85,7 @@ fn statuses(
                 addresses: Vec::new(),
                 virtual_addresses: Vec::new(),
                 active_connections: 0,
+                active_by_source_namespace: Default::default(),
             });
         let what = problem.to_string();
         status.reason = Some(if status.state == "Invalid" {

@@ -126,6 +126,16 @@ fn client_tls_with_an_undeclared_sni_passes_through_to_the_dialed_address() {
         sample(&text, super::REQUESTS, &[("backend", API_BACKEND)]),
         None
     );
+    // Bytes, not requests, in the access log: a connection line for each.
+    let log = t.wait_for_access_log(2);
+    assert_eq!(log.len(), 2, "{log:?}");
+    for line in &log {
+        assert_eq!(line["event"], "connection", "{line}");
+        assert_eq!(line["outcome"], "passthrough", "{line}");
+        assert_eq!(line["reason"], "undeclared_sni", "{line}");
+        assert_eq!(line["backend"], "-", "{line}");
+        assert_eq!(line["port"], TLS_PORT, "{line}");
+    }
 }
 
 #[test]
@@ -141,6 +151,14 @@ fn client_tls_with_the_sni_of_an_originating_http_backend_is_refused() {
         1.0,
     );
     assert!(nginx.requests().is_empty(), "{:?}", nginx.requests());
+    let log = t.wait_for_access_log(1);
+    assert_eq!(log.len(), 1, "{log:?}");
+    let line = &log[0];
+    assert_eq!(line["event"], "connection", "{line}");
+    assert_eq!(line["outcome"], "refused", "{line}");
+    assert_eq!(line["reason"], "client_opening", "{line}");
+    assert_eq!(line["backend"], API_BACKEND, "{line}");
+    assert_eq!(line["source"], serde_json::json!({"cgroup": "/"}), "{line}");
 }
 
 #[test]

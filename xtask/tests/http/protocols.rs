@@ -6,7 +6,10 @@ use super::{
     API_BACKEND, API_HOST, H2C_PORT, HttpBackend, HttpBed, OTHER_HOST, PLAIN_PORT, REQUESTS,
     TLS_H1_PORT, TLS_PORT, assert_from_node, url,
 };
+use xtask::netlab::EXT_V4;
+
 use crate::support::{
+    curl,
     nginx::{Nginx, Site, field},
     tls::{Ca, Leaf, sample},
 };
@@ -92,6 +95,10 @@ fn http_backend_with_tls_uses_h2_when_the_server_offers_it() {
         assert!(line["time"].is_string(), "{line}");
         assert!(line["bytes"].is_u64(), "{line}");
         assert!(line["duration_ms"].is_number(), "{line}");
+        assert_eq!(line["event"], "request", "{line}");
+        // Directory mode: the client's cgroup below --cgroup (curl runs in the pod's
+        // cgroup, which is --cgroup itself), no Kubernetes keys.
+        assert_eq!(line["source"], serde_json::json!({"cgroup": "/"}), "{line}");
     }
     let text = t.metrics();
     let count = sample(
@@ -153,13 +160,16 @@ fn tcp_backend_forwards_http_bytes_unchanged() {
     let leaf = ca.server(&[API_HOST]);
     let t = HttpBed::new(&HttpBackend::api(PLAIN_PORT, "TCP", None).yaml(), &[]);
     let nginx = Nginx::start(&t.bed.topo.ext, &sites(&leaf));
+    // A workload in a cgroup of its own below the attached one.
+    let app = t.bed.topo.pod_cgroup.child("app").expect("app cgroup");
     // No Host check for bytes: nginx gets the client's request as it was written.
-    let response = t.curl(&[
+    let args = [
         "--http1.1",
         "-H",
         "Host: undeclared.example",
         &url(API_HOST, PLAIN_PORT, "/"),
-    ]);
+    ];
+    let response = curl::curl_from(&t.bed.topo, &app, &args);
     response.assert_status(200);
     assert!(
         response.text().starts_with("host=undeclared.example "),
@@ -171,7 +181,31 @@ fn tcp_backend_forwards_http_bytes_unchanged() {
     assert_eq!(field(&requests[0], "protocol"), "HTTP/1.1");
     let text = t.metrics();
     assert_eq!(sample(&text, REQUESTS, &[("backend", API_BACKEND)]), None);
-    assert!(t.access_log().is_empty(), "{:?}", t.access_log());
+    // One access-log line for the connection, written when it ends; none per request.
+    let log = t.wait_for_access_log(1);
+    assert_eq!(log.len(), 1, "{log:?}");
+    let line = &log[0];
+    assert_eq!(line["event"], "connection", "{line}");
+    assert_eq!(line["backend"], API_BACKEND, "{line}");
+    assert_eq!(
+        line["source"],
+        serde_json::json!({"cgroup": "/app"}),
+        "{line}"
+    );
+    assert_eq!(line["destination"], EXT_V4.to_string(), "{line}");
+    assert_eq!(line["port"], PLAIN_PORT, "{line}");
+    assert_eq!(line["outcome"], "forwarded", "{line}");
+    assert!(line.get("reason").is_none(), "{line}");
+    let received = response.body.len() as u64;
+    assert!(line["bytes_received"].as_u64() > Some(received), "{line}");
+    assert!(line["bytes_sent"].as_u64() > Some(0), "{line}");
+    assert!(line["duration_ms"].as_f64() > Some(0.0), "{line}");
+    t.assert_sample(
+        "redirector_connections_forwarded_total",
+        &[("backend", API_BACKEND), ("source_namespace", "")],
+        1.0,
+    );
+    drop(app);
 }
 
 /// `redirector check` on a directory holding `yaml`.

@@ -4,7 +4,7 @@
 use std::{path::PathBuf, time::Duration};
 
 use serde_json::Value;
-use xtask::netlab::{ChildGuard, Topology};
+use xtask::netlab::{Cgroup, ChildGuard, Topology, in_cgroup_in_netns};
 
 /// How long one curl run may take before the test fails.
 const CURL_TIMEOUT: Duration = Duration::from_secs(60);
@@ -103,6 +103,11 @@ pub fn spawn(topo: &Topology, args: &[&str]) -> Running {
 
 /// [`spawn`], the body thrown away (`-o /dev/null`) unless `keep_body`.
 pub fn spawn_keeping(topo: &Topology, args: &[&str], keep_body: bool) -> Running {
+    spawn_from(topo, &topo.pod_cgroup, args, keep_body)
+}
+
+/// [`spawn_keeping`] from `cgroup` (one below the pod's, say) in the pod's netns.
+fn spawn_from(topo: &Topology, cgroup: &Cgroup, args: &[&str], keep_body: bool) -> Running {
     let files = tempfile::tempdir().expect("curl files");
     let mut full: Vec<String> = ["-sS", "-4", "--noproxy", "*", "--max-time", "50"]
         .map(str::to_owned)
@@ -115,7 +120,7 @@ pub fn spawn_keeping(topo: &Topology, args: &[&str], keep_body: bool) -> Running
     full.extend(["-o".into(), body, "-D".into()]);
     full.extend([path(&files, "headers"), "-w".into(), "%{json}".into()]);
     full.extend(args.iter().map(|a| (*a).to_owned()));
-    let mut command = topo.spawn_in_pod(curl_bin(), &full);
+    let mut command = in_cgroup_in_netns(cgroup, &topo.pod, curl_bin(), &full);
     let child = ChildGuard::spawn("curl", &mut command).expect("start curl");
     Running { child, files }
 }
@@ -123,6 +128,11 @@ pub fn spawn_keeping(topo: &Topology, args: &[&str], keep_body: bool) -> Running
 /// Runs `curl ARGS` in the pod over IPv4 to its end.
 pub fn curl(topo: &Topology, args: &[&str]) -> Response {
     spawn(topo, args).finish()
+}
+
+/// [`curl`] from `cgroup` instead of the pod's cgroup.
+pub fn curl_from(topo: &Topology, cgroup: &Cgroup, args: &[&str]) -> Response {
+    spawn_from(topo, cgroup, args, true).finish()
 }
 
 /// Starts `curl -sN ARGS` in the pod with the body on stdout (for streams, read line by

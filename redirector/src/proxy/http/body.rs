@@ -16,8 +16,11 @@ use http_body_util::{BodyExt, Full, combinators::UnsyncBoxBody};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use tokio::sync::oneshot;
 
-use super::{access_log::Entry, inline::Lease, metrics::BackendHttp};
-use crate::proxy::Shared;
+use super::{inline::Lease, metrics::BackendHttp};
+use crate::{
+    proxy::{Shared, access_log},
+    workload::Workload,
+};
 
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -44,6 +47,7 @@ pub struct LogFields {
     pub method: Method,
     pub authority: String,
     pub path: String,
+    pub source: Arc<Workload>,
 }
 
 /// Where an upstream response's body comes from.
@@ -116,9 +120,10 @@ impl Metered {
         };
         let took = completion.started.elapsed();
         completion.metrics.finished(took);
-        if let (Some(log), Some(fields)) = (&shared.http.access_log, &completion.log) {
-            log.write(&Entry {
+        if let (Some(log), Some(fields)) = (&shared.access_log, &completion.log) {
+            log.request(&access_log::Request {
                 backend: &completion.metrics.name,
+                source: &fields.source,
                 method: fields.method.as_str(),
                 authority: &fields.authority,
                 path: &fields.path,

@@ -147,7 +147,7 @@ fn chain(error: &(dyn StdError + 'static)) -> String {
 /// could not parse (400, or 431 for an oversized head); count those.
 pub fn client_connection_failed(
     shared: &Shared,
-    backend: &str,
+    (backend, source_namespace): (&str, &str),
     error: &(dyn StdError + Send + Sync + 'static),
 ) {
     let hyper_error = error.downcast_ref::<hyper::Error>();
@@ -158,7 +158,7 @@ pub fn client_connection_failed(
     };
     match kind {
         Some(kind) => {
-            shared.stats.http.error(backend, kind);
+            shared.stats.http.error(backend, kind, source_namespace);
             if let Some(suppressed) = shared.log_limit.allow(kind.as_str()) {
                 tracing::warn!(
                     backend,

@@ -20,10 +20,13 @@ struct BackendLabel {
     backend: String,
 }
 
+/// `source_namespace`: the namespace of the pod that sent the request (`""` outside
+/// Kubernetes), as on the connection metrics.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct BackendClass {
     backend: String,
     class: &'static str,
+    source_namespace: String,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -62,8 +65,8 @@ impl HttpStats {
     pub fn register(&self, registry: &mut Registry) {
         registry.register(
             "redirector_http_requests",
-            "HTTP requests answered, by Backend and status class (1xx..5xx), the proxy's own \
-             answers included",
+            "HTTP requests answered, by Backend, status class (1xx..5xx) and source \
+             namespace, the proxy's own answers included",
             self.requests.clone(),
         );
         registry.register(
@@ -93,35 +96,53 @@ impl HttpStats {
 
     /// `backend`'s metrics, looked up once (per pool) rather than per request.
     pub fn of(&self, backend: &str) -> Arc<BackendHttp> {
-        let class = |class| {
-            let labels = BackendClass {
-                backend: backend.to_owned(),
-                class,
-            };
-            self.requests.get_or_create(&labels).clone()
-        };
         Arc::new(BackendHttp {
             name: Arc::from(backend),
-            requests: CLASSES.map(class),
             duration: self.duration.get_or_create(&label(backend)).clone(),
             opened: self.opened.get_or_create(&label(backend)).clone(),
             reused: self.reused.get_or_create(&label(backend)).clone(),
         })
     }
 
+    /// The request counters of `backend` for requests from `source_namespace`, looked
+    /// up once per client connection rather than per request.
+    pub fn requests(&self, backend: &str, source_namespace: &str) -> Requests {
+        let class = |class| {
+            let labels = BackendClass {
+                backend: backend.to_owned(),
+                class,
+                source_namespace: source_namespace.to_owned(),
+            };
+            self.requests.get_or_create(&labels).clone()
+        };
+        Requests(CLASSES.map(class))
+    }
+
     /// A request the proxy answered itself (or hyper did: 400, 431), by reason.
-    pub fn error(&self, backend: &str, kind: HttpError) {
+    pub fn error(&self, backend: &str, kind: HttpError, source_namespace: &str) {
         let labels = BackendReason {
             backend: backend.to_owned(),
             reason: kind.as_str(),
         };
         self.errors.get_or_create(&labels).inc();
-        // Its status too (the per-Backend handles count the upstreams' answers).
+        // Its status too ([`Requests`] count the upstreams' answers).
         let labels = BackendClass {
             backend: backend.to_owned(),
             class: class(kind.status()),
+            source_namespace: source_namespace.to_owned(),
         };
         self.requests.get_or_create(&labels).inc();
+    }
+}
+
+/// Requests answered by an upstream, per status class, of one Backend and source
+/// namespace: counting is an atomic add.
+#[derive(Debug)]
+pub struct Requests([Counter; 5]);
+
+impl Requests {
+    pub fn answered(&self, status: StatusCode) {
+        self.0[class_index(status)].inc();
     }
 }
 
@@ -140,17 +161,12 @@ fn class_index(status: StatusCode) -> usize {
 pub struct BackendHttp {
     /// `namespace/name`, the label.
     pub name: Arc<str>,
-    requests: [Counter; 5],
     duration: Histogram,
     opened: Counter,
     reused: Counter,
 }
 
 impl BackendHttp {
-    pub fn answered(&self, status: StatusCode) {
-        self.requests[class_index(status)].inc();
-    }
-
     pub fn finished(&self, took: Duration) {
         self.duration.observe(took.as_secs_f64());
     }

@@ -26,18 +26,18 @@ use authority::{
 };
 
 use super::{
-    access_log::Entry as LogEntry,
     body::{Completion, LogFields, ProxyBody, RequestBody, Upstreamed, metered},
     error::{HttpError, ProxyError},
     headers,
     inline::{self, Lease, Sent},
+    metrics::Requests,
     pool::Pooled,
     upgrade,
     upstream::UpstreamConnection,
 };
 use crate::{
     backend::{Backend, Protocol},
-    proxy::{Shared, connection::Routed},
+    proxy::{Shared, access_log, connection::Routed},
     table::{Entry, join},
     tls::TlsOrigination,
 };
@@ -58,6 +58,8 @@ pub struct Context {
 /// upstream sees, formed once per client connection rather than per request.
 struct Target {
     pooled: Pooled,
+    /// This connection's requests to the Backend, counted with their source namespace.
+    requests: Requests,
     /// The upstream HTTP/1 connection a request holds and this client connection's task
     /// drives (`inline.rs`).
     lease: Arc<Lease>,
@@ -80,10 +82,11 @@ impl Context {
     /// Answers one request: the upstream's response, or the proxy's own error.
     pub async fn handle(&self, req: Request<Incoming>) -> Response<ProxyBody> {
         let started = Instant::now();
-        let log = self.shared.http.access_log.is_some().then(|| LogFields {
+        let log = self.shared.access_log.is_some().then(|| LogFields {
             method: req.method().clone(),
             authority: authority_of(&req).unwrap_or_default().to_owned(),
             path: req.uri().path().to_owned(),
+            source: self.routed.source.clone(),
         });
         let asked = (started, log.as_ref());
         let index = match self.backend_for(&req) {
@@ -109,7 +112,9 @@ impl Context {
             let backend = &entry.backend;
             let authority = canonical_authority(&backend.hostname, backend.port, tls.is_some());
             let pooled = (shared.http.pools).get(shared, entry, tls.as_ref(), upstream);
+            let source_namespace = self.routed.source_namespace();
             Target {
+                requests: (shared.stats.http).requests(&pooled.metrics.name, source_namespace),
                 lease: Arc::new(Lease::new(pooled.idle.clone(), pooled.speaks.clone())),
                 pooled,
                 authority: UpstreamAuthority::parse(authority),
@@ -123,7 +128,7 @@ impl Context {
         }
         match self.forward(entry, tls.as_ref(), target, req).await {
             Ok(response) => {
-                pooled.metrics.answered(response.status());
+                target.requests.answered(response.status());
                 let completion = Completion {
                     started,
                     metrics: pooled.metrics.clone(),
@@ -214,8 +219,9 @@ impl Context {
             // every request's future, which is allocated and moved per request.
             let upstream = &self.routed.upstream;
             let connected = AtomicBool::new(false);
+            let source = (original, self.routed.source_namespace());
             let forwarding = Box::pin(upgrade::forward(
-                shared, metrics, tls, upstream, original, req, &connected,
+                shared, metrics, tls, upstream, source, req, &connected,
             ));
             // An upgrade request has no body to wait for.
             let waited = || match connected.load(Ordering::Relaxed) {
@@ -379,10 +385,15 @@ impl Context {
     ) -> Response<ProxyBody> {
         let shared = &self.shared;
         let response = error.response();
-        shared.stats.http.error(backend, error.kind);
-        if let (Some(access_log), Some(fields)) = (&shared.http.access_log, log) {
-            access_log.write(&LogEntry {
+        let source_namespace = self.routed.source_namespace();
+        shared
+            .stats
+            .http
+            .error(backend, error.kind, source_namespace);
+        if let (Some(log), Some(fields)) = (&shared.access_log, log) {
+            log.request(&access_log::Request {
                 backend,
+                source: &fields.source,
                 method: fields.method.as_str(),
                 authority: &fields.authority,
                 path: &fields.path,
@@ -395,7 +406,8 @@ impl Context {
         }
         if let Some(suppressed) = shared.log_limit.allow(error.kind.as_str()) {
             tracing::warn!(
-                peer = %self.routed.peer, backend, original = %self.routed.original,
+                peer = %self.routed.peer, source = %self.routed.source, backend,
+                original = %self.routed.original,
                 reason = error.kind.as_str(), status = response.status().as_u16(), suppressed,
                 "HTTP request answered by the proxy: {}", error.detail
             );

@@ -23,13 +23,14 @@ use super::{
 use crate::{proxy::Shared, tls::TlsOrigination};
 
 /// `connected` is set once the upstream connection is made (TCP, TLS and HTTP/1.1
-/// handshakes), for the 504 that may cut this short.
+/// handshakes), for the 504 that may cut this short. The upgraded connection counts as
+/// active for `source_namespace` until its relay ends.
 pub async fn forward(
     shared: &Arc<Shared>,
     metrics: Arc<BackendHttp>,
     tls: Option<&Arc<TlsOrigination>>,
     to: &Arc<[SocketAddr]>,
-    original: SocketAddr,
+    (original, source_namespace): (SocketAddr, &str),
     mut req: Request<Incoming>,
     connected: &AtomicBool,
 ) -> Result<Response<Incoming>, ProxyError> {
@@ -73,6 +74,7 @@ pub async fn forward(
     let upstream_side = hyper::upgrade::on(&mut response);
     let limits = shared.limits;
     let for_relay = shared.clone();
+    let source_namespace = source_namespace.to_owned();
     shared.tasks.spawn(async move {
         let (client, upstream) = match tokio::try_join!(client_side, upstream_side) {
             Ok(both) => both,
@@ -83,7 +85,7 @@ pub async fn forward(
         };
         // hyper's client connection ended with the upgrade (and counted itself done):
         // the upgraded one is active until its relay ends.
-        let _active = for_relay.stats.active_guard(&label);
+        let _active = (for_relay.stats).active_guard_from(&label, &source_namespace);
         let (mut client, mut upstream) = (TokioIo::new(client), TokioIo::new(upstream));
         let (_, result) = crate::proxy::relay::relay(
             &mut client,

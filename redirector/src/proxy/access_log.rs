@@ -1,8 +1,11 @@
-//! `--access-log`: one JSON line per HTTP request, written by a task of its own so that
-//! a slow disk never stalls a request.
+//! `--access-log`: one JSON line per HTTP request (`"event":"request"`) and one per
+//! connection of the bytes path (`"event":"connection"`: forwarded, passed through or
+//! refused), each with the `source` workload, written by a thread of its own so that a
+//! slow disk never stalls a connection.
 
 use std::{
     io::{self, Write},
+    net::IpAddr,
     path::Path,
     sync::atomic::{AtomicU64, Ordering},
 };
@@ -10,14 +13,17 @@ use std::{
 use serde::Serialize;
 use tokio::sync::mpsc;
 
+use crate::workload::Workload;
+
 /// Lines waiting for the writer; beyond this they are dropped and counted, rather than
 /// growing memory or slowing requests.
 const QUEUE: usize = 16 * 1024;
 
 /// One request, as logged.
 #[derive(Debug, Serialize)]
-pub struct Entry<'a> {
+pub struct Request<'a> {
     pub backend: &'a str,
+    pub source: &'a Workload,
     pub method: &'a str,
     pub authority: &'a str,
     pub path: &'a str,
@@ -28,11 +34,45 @@ pub struct Entry<'a> {
     pub upstream_protocol: &'a str,
 }
 
+/// One connection of the bytes path, as logged when it ends (or is refused).
+#[derive(Debug, Serialize)]
+pub struct Connection<'a> {
+    /// `namespace/name`; `-` when none was chosen (passthrough, or refused before).
+    pub backend: &'a str,
+    pub source: &'a Workload,
+    /// The address and port the client dialed.
+    pub destination: IpAddr,
+    pub port: u16,
+    /// Client to upstream.
+    pub bytes_sent: u64,
+    /// Upstream to client.
+    pub bytes_received: u64,
+    pub duration_ms: f64,
+    pub outcome: Outcome,
+    /// Why it was refused or passed through (the metrics' reason); for a forwarded
+    /// connection, `idle_timeout` if that closed it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<&'a str>,
+}
+
+/// What became of a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    /// Forwarded for a Backend.
+    Forwarded,
+    /// Sent to the dialed address unchanged: it names no Backend there.
+    Passthrough,
+    /// Closed without forwarding.
+    Refused,
+}
+
 #[derive(Serialize)]
-struct Line<'a> {
+struct Line<'a, E> {
     time: String,
+    event: &'static str,
     #[serde(flatten)]
-    entry: &'a Entry<'a>,
+    entry: &'a E,
 }
 
 pub struct AccessLog {
@@ -82,9 +122,18 @@ impl AccessLog {
         })
     }
 
-    pub fn write(&self, entry: &Entry<'_>) {
+    pub fn request(&self, entry: &Request<'_>) {
+        self.write("request", entry);
+    }
+
+    pub fn connection(&self, entry: &Connection<'_>) {
+        self.write("connection", entry);
+    }
+
+    fn write<E: Serialize>(&self, event: &'static str, entry: &E) {
         let line = Line {
             time: jiff::Timestamp::now().to_string(),
+            event,
             entry,
         };
         let Ok(mut text) = serde_json::to_string(&line) else {
@@ -97,5 +146,38 @@ impl AccessLog {
                 tracing::warn!(dropped, "access log cannot keep up: lines dropped");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_connection_line_names_its_event_and_source() {
+        let source = Workload::unknown(7);
+        let entry = Connection {
+            backend: "-",
+            source: &source,
+            destination: IpAddr::from([10, 200, 2, 2]),
+            port: 443,
+            bytes_sent: 1,
+            bytes_received: 2,
+            duration_ms: 0.5,
+            outcome: Outcome::Passthrough,
+            reason: Some("undeclared_sni"),
+        };
+        let line = Line {
+            time: "t".into(),
+            event: "connection",
+            entry: &entry,
+        };
+        let json = serde_json::to_value(&line).unwrap();
+        let expected = serde_json::json!({
+            "time": "t", "event": "connection", "backend": "-", "source": {"cgroup": "7"},
+            "destination": "10.200.2.2", "port": 443, "bytes_sent": 1, "bytes_received": 2,
+            "duration_ms": 0.5, "outcome": "passthrough", "reason": "undeclared_sni",
+        });
+        assert_eq!(json, expected);
     }
 }
