@@ -66,7 +66,10 @@ impl Bed<'_> {
                 self.workloads(plan, rep, case, Some(haproxy.pid()), results, || None);
                 dnat.disable()
             }
-            Case::RedirectorTcp | Case::RedirectorHttp | Case::RedirectorPlain => {
+            Case::RedirectorTcp
+            | Case::RedirectorTcpDeny
+            | Case::RedirectorHttp
+            | Case::RedirectorPlain => {
                 self.run_redirector(plan, rep, case, results, agent_threads)
             }
         }
@@ -94,6 +97,11 @@ impl Bed<'_> {
         // The same one thread HAProxy gets (`nbthread 1`): equal resources.
         config.extra_args = vec!["--worker-threads".to_owned(), "1".to_owned()];
         config.extra_args.extend(plan.agent_args.iter().cloned());
+        if case == Case::RedirectorTcpDeny {
+            // Nothing but the Backend is reached by the bench's client: deny refuses
+            // nothing it sends, and every packet of it passes the policy's checks.
+            config.extra_args.extend(["--egress-policy".to_owned(), "deny".to_owned()]);
+        }
         let agent = Agent::start(self.topology, &config).map_err(|e| {
             // The agent's own error first: the report cuts long reasons short.
             let text = format!("{e:#}");
@@ -214,7 +222,7 @@ impl Bed<'_> {
 /// The Backend a redirector case declares (none for the other cases).
 pub(super) fn backend_spec(case: Case) -> Option<BackendSpec> {
     match case {
-        Case::RedirectorTcp => Some(BackendSpec::Tls { protocol: "TCP" }),
+        Case::RedirectorTcp | Case::RedirectorTcpDeny => Some(BackendSpec::Tls { protocol: "TCP" }),
         Case::RedirectorHttp => Some(BackendSpec::Tls { protocol: "HTTP" }),
         Case::RedirectorPlain => Some(BackendSpec::Plain {
             port: crate::tasks::bench::report::PLAIN_PORT,

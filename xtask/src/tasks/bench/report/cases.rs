@@ -1,4 +1,4 @@
-//! The eight ways from the pod to the service, and the `--cases` names that select them.
+//! The nine ways from the pod to the service, and the `--cases` names that select them.
 //!
 //! Two kinds of TLS Backend are measured, each against the HAProxy mode that does the
 //! same work: a TCP Backend (bytes spliced, one upstream TLS connection per client
@@ -7,7 +7,8 @@
 //! with `http-reuse always`. Direct TLS is the floor both are held to for bulk
 //! throughput. A plaintext Backend (no `tls`, bytes forwarded unchanged, port 80) is held
 //! to plaintext HTTP straight to nginx, with HAProxy `mode tcp` in plaintext (splice) as
-//! the reference proxy on the same path.
+//! the reference proxy on the same path. The TCP Backend is measured once more under
+//! `--egress-policy deny`, against itself under the default `allow`.
 
 use anyhow::{Result, bail};
 
@@ -42,6 +43,9 @@ pub enum Case {
     /// Plaintext, redirected by the agent's eBPF hooks to its proxy, which originates TLS
     /// for a `protocol: TCP` Backend.
     RedirectorTcp,
+    /// As [`Case::RedirectorTcp`] with `--egress-policy deny`: what the policy costs the
+    /// bytes path (the pod's packets pass the `cgroup_skb` program's policy check).
+    RedirectorTcpDeny,
     /// Plaintext HTTP/1.1 to HAProxy `mode http`, `http-reuse always` (via DNAT).
     HaproxyHttp,
     /// Plaintext HTTP/1.1, redirected to the agent's proxy, for a `protocol: HTTP` Backend.
@@ -57,7 +61,7 @@ pub enum Case {
 }
 
 /// How many cases there are (the size of the per-case tables).
-pub const CASES: usize = 8;
+pub const CASES: usize = 9;
 
 /// The port the plaintext cases dial (nginx listens on it without TLS).
 pub const PLAIN_PORT: u16 = 80;
@@ -68,6 +72,7 @@ impl Case {
         Case::Direct,
         Case::HaproxyTcp,
         Case::RedirectorTcp,
+        Case::RedirectorTcpDeny,
         Case::HaproxyHttp,
         Case::RedirectorHttp,
         Case::DirectPlain,
@@ -80,6 +85,7 @@ impl Case {
             Case::Direct => "direct TLS (wrk → nginx)",
             Case::HaproxyTcp => "HAProxy mode tcp (nbthread 1)",
             Case::RedirectorTcp => "redirector, protocol TCP",
+            Case::RedirectorTcpDeny => "redirector, protocol TCP, --egress-policy deny",
             Case::HaproxyHttp => "HAProxy mode http (nbthread 1)",
             Case::RedirectorHttp => "redirector, protocol HTTP",
             Case::DirectPlain => "direct plaintext (wrk → nginx :80)",
@@ -94,6 +100,7 @@ impl Case {
             Case::Direct => "direct",
             Case::HaproxyTcp => "haproxy-tcp",
             Case::RedirectorTcp => "redirector-tcp",
+            Case::RedirectorTcpDeny => "redirector-tcp-deny",
             Case::HaproxyHttp => "haproxy-http",
             Case::RedirectorHttp => "redirector-http",
             Case::DirectPlain => "direct-plain",
@@ -134,7 +141,10 @@ impl Case {
     pub fn is_redirector(self) -> bool {
         matches!(
             self,
-            Case::RedirectorTcp | Case::RedirectorHttp | Case::RedirectorPlain
+            Case::RedirectorTcp
+                | Case::RedirectorTcpDeny
+                | Case::RedirectorHttp
+                | Case::RedirectorPlain
         )
     }
 
@@ -169,6 +179,7 @@ impl Case {
                 "haproxy" => vec![Case::HaproxyTcp, Case::HaproxyHttp, Case::HaproxyPlain],
                 "redirector" => vec![
                     Case::RedirectorTcp,
+                    Case::RedirectorTcpDeny,
                     Case::RedirectorHttp,
                     Case::RedirectorPlain,
                 ],
@@ -212,6 +223,7 @@ mod tests {
             [
                 Case::Direct,
                 Case::RedirectorTcp,
+                Case::RedirectorTcpDeny,
                 Case::RedirectorHttp,
                 Case::RedirectorPlain
             ]

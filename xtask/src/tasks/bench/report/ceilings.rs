@@ -189,6 +189,7 @@ fn short(case: Case) -> &'static str {
         Case::Direct => "direct TLS",
         Case::HaproxyTcp => "HAProxy mode tcp",
         Case::RedirectorTcp => "redirector TCP",
+        Case::RedirectorTcpDeny => "redirector TCP (deny)",
         Case::HaproxyHttp => "HAProxy mode http",
         Case::RedirectorHttp => "redirector HTTP",
         Case::DirectPlain => "direct plaintext",

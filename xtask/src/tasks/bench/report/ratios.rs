@@ -216,6 +216,25 @@ fn plain_rows() -> Vec<Row> {
     ]
 }
 
+/// The TCP Backend under `--egress-policy deny` against itself under `allow`: the
+/// policy's cost on the bytes path (issue 34: bulk within 3%).
+fn egress_rows() -> Vec<Row> {
+    use Workload::{Bulk, Keepalive};
+    let row = |what: &str, workload, metric, target| Row {
+        name: format!("redirector TCP, deny / allow, {what}"),
+        ours: Case::RedirectorTcpDeny,
+        base: Case::RedirectorTcp,
+        workload,
+        metric,
+        target,
+    };
+    vec![
+        row("bulk MiB/s", Bulk, mib, Target::AtLeast(0.97)),
+        row("CPU per GiB (bulk)", Bulk, cpu_gib, Target::Info),
+        row("req/s (keepalive)", Keepalive, rps, Target::Info),
+    ]
+}
+
 /// The ratio tables, one per Backend kind whose redirector case was planned; a row whose
 /// base case or workload was not planned is left out.
 pub(super) fn ratios(results: &Results) -> String {
@@ -224,6 +243,7 @@ pub(super) fn ratios(results: &Results) -> String {
         (rows(Layer::Tcp), "TCP Backends"),
         (rows(Layer::Http), "HTTP Backends"),
         (plain_rows(), "Plaintext Backends"),
+        (egress_rows(), "Egress policy"),
     ] {
         let rows: Vec<Row> = rows.into_iter().filter(|r| r.planned(results)).collect();
         if rows.is_empty() {
