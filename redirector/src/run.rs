@@ -63,6 +63,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let resolver = Resolver::from_system()?;
     let shutdown = CancellationToken::new();
     let (pods_tx, mut pods_rx) = tokio::sync::watch::channel(Pods::new());
+    let (egress_feeds, egress_view) = crate::egress::cluster::channels(pods_rx.clone());
     let (status_tx, status_rx) = tokio::sync::watch::channel(Vec::new());
     let readiness = Arc::new(Readiness::default());
     let stats = Arc::new(Stats::default());
@@ -98,7 +99,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     // joining a running one (an upgrade) takes no share of the shared listeners while
     // it may still wait.
     let started = async {
-        let started = start_source(&args, pods_tx, status_rx, &shutdown).await?;
+        let started = start_source(&args, pods_tx, egress_feeds, status_rx, &shutdown).await?;
         let pods = match scoping {
             Scoping::Namespace => Some(first_pods(&mut pods_rx).await?),
             Scoping::Cluster => None,
@@ -159,10 +160,12 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         &args,
         egress_maps,
         &cgroup,
+        egress_view,
         workloads,
         egress_metrics,
         &shutdown,
-    )?;
+    )
+    .await?;
     let adopted = attachments
         .iter()
         .filter(|(_, a)| *a == Attachment::Adopted)
@@ -322,6 +325,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
 async fn start_source(
     args: &RunArgs,
     pods: tokio::sync::watch::Sender<Pods>,
+    egress: crate::egress::cluster::ClusterFeeds,
     statuses: tokio::sync::watch::Receiver<Vec<ObjectStatus>>,
     shutdown: &CancellationToken,
 ) -> anyhow::Result<(Catalog, mpsc::Receiver<Catalog>, Option<JoinHandle<()>>)> {
@@ -343,6 +347,7 @@ async fn start_source(
             statuses,
             shutdown.clone(),
         );
+        source.spawn_egress(egress, shutdown.clone());
         source.spawn(node, catalogs_tx, pods, shutdown.clone());
         tracing::info!("waiting for the initial sync with the Kubernetes API");
         let first = catalogs_rx
