@@ -2,7 +2,8 @@
 //! own namespace only. Two pods (kubelet-style `pod<uid>` cgroups below the attached
 //! cgroup; one a static pod, known to the API by its mirror) in two namespaces dial the
 //! same hostname and port, and each gets its own namespace's Backend; a process in no
-//! known pod gets none.
+//! known pod gets none. The API server serves no ServiceCIDRs (before Kubernetes 1.33):
+//! the agent says so once and goes on.
 
 mod support;
 
@@ -82,7 +83,8 @@ fn each_namespace_gets_its_own_backend_for_the_same_hostname() {
     let unmapped = kubepods
         .child(&format!("pod{UID_C}"))
         .expect("pod c cgroup");
-    let api = FakeApi::start(&bed.topo.node, &objects());
+    let mut api = FakeApi::start(&bed.topo.node, &objects());
+    api.hide_service_cidrs();
     let mut config = bed.config();
     config.in_pod_cgroup = false;
     config.extra_args = api.agent_args("node1");
@@ -96,6 +98,16 @@ fn each_namespace_gets_its_own_backend_for_the_same_hostname() {
     assert!(
         scoped.contains("pods=2") && scoped.contains("trees=1"),
         "{scoped}"
+    );
+    let no_service_cidrs = (logs.iter())
+        .filter(|l| l.contains("serves no ServiceCIDRs"))
+        .count();
+    assert_eq!(no_service_cidrs, 1, "{logs:#?}");
+    assert!(
+        !logs
+            .iter()
+            .any(|l| l.contains("WARN") && l.contains("servicecidrs")),
+        "{logs:#?}"
     );
 
     // team-a: plain forwarding through the proxy.
