@@ -10,15 +10,8 @@
 
 mod support;
 
-use std::process::Command;
-
-use support::{Bed, PROBE, fakeapi::FakeApi};
-use xtask::netlab::{
-    Cgroup, ChildGuard, EXT_V4, Topology,
-    agent::Agent,
-    in_cgroup_in_netns,
-    probe::{PROBE_TIMEOUT, Reply},
-};
+use support::{Bed, fakeapi::FakeApi, fixtures::connect_from_cgroup};
+use xtask::netlab::{Cgroup, EXT_V4, Topology, agent::Agent, probe::Reply};
 
 const NODE: &str = "node1";
 const UID_A: &str = "0a0a0a0a-5555-4555-8555-aaaaaaaaaaaa";
@@ -61,15 +54,7 @@ fn service_cidr(cidrs: &str) -> String {
 
 /// `netprobe connect EXT_V4:PORT` in the pod netns from inside `cgroup`.
 fn connect(topology: &Topology, cgroup: &Cgroup) -> Reply {
-    let target = format!("{EXT_V4}:{PORT}");
-    let args = ["connect", &target, "-4", "--send", "hello"];
-    let mut command: Command = in_cgroup_in_netns(cgroup, &topology.pod, PROBE, args);
-    let mut client = ChildGuard::spawn("client", &mut command).expect("client");
-    let done = client.finish(PROBE_TIMEOUT).expect("client exits");
-    let line = done.stdout.first().cloned().unwrap_or_default();
-    Reply {
-        json: serde_json::from_str(&line).unwrap_or_else(|e| panic!("{line:?}: {e}")),
-    }
+    connect_from_cgroup(topology, cgroup, &format!("{EXT_V4}:{PORT}"))
 }
 
 fn assert_refused(reply: &Reply, why: &str) {

@@ -7,15 +7,12 @@
 
 mod support;
 
-use std::process::Command;
-
-use support::{Bed, PROBE, fakeapi::FakeApi, fixtures::xbackend};
-use xtask::netlab::{
-    Cgroup, ChildGuard, EXT_V4, NODE_EXT_V4, POD_V4, Topology,
-    agent::Agent,
-    in_cgroup_in_netns,
-    probe::{PROBE_TIMEOUT, Reply},
+use support::{
+    Bed,
+    fakeapi::FakeApi,
+    fixtures::{connect_from_cgroup, xbackend},
 };
+use xtask::netlab::{Cgroup, EXT_V4, NODE_EXT_V4, POD_V4, Topology, agent::Agent, probe::Reply};
 
 const UID_A: &str = "0a0a0a0a-1111-4111-8111-aaaaaaaaaaaa";
 const UID_B: &str = "0b0b0b0b-2222-4222-8222-bbbbbbbbbbbb";
@@ -53,19 +50,7 @@ fn objects() -> String {
 
 /// Runs `netprobe connect echo.redirector.test:8080` in the pod netns from inside `cgroup`.
 fn connect_from(topology: &Topology, cgroup: &Cgroup) -> Reply {
-    connect_from_to(topology, cgroup, "echo.redirector.test:8080")
-}
-
-/// Runs `netprobe connect TARGET` in the pod netns from inside `cgroup`.
-fn connect_from_to(topology: &Topology, cgroup: &Cgroup, target: &str) -> Reply {
-    let args = ["connect", target, "-4", "--send", "hello"];
-    let mut command: Command = in_cgroup_in_netns(cgroup, &topology.pod, PROBE, args);
-    let mut client = ChildGuard::spawn("client", &mut command).expect("client");
-    let done = client.finish(PROBE_TIMEOUT).expect("client exits");
-    let line = done.stdout.first().cloned().unwrap_or_default();
-    Reply {
-        json: serde_json::from_str(&line).unwrap_or_else(|e| panic!("{line:?}: {e}")),
-    }
+    connect_from_cgroup(topology, cgroup, "echo.redirector.test:8080")
 }
 
 #[test]
@@ -145,7 +130,7 @@ fn each_namespace_gets_its_own_backend_for_the_same_hostname() {
     );
     // Any other address still goes out from that pod, direct.
     let _other = bed.serve("[::]:9090");
-    let elsewhere = connect_from_to(&bed.topo, &unmapped, &format!("{EXT_V4}:9090"));
+    let elsewhere = connect_from_cgroup(&bed.topo, &unmapped, &format!("{EXT_V4}:9090"));
     assert!(elsewhere.ok(), "{:?}", elsewhere.json);
     assert!(
         (elsewhere.seen_by_server().unwrap_or_default()).starts_with(&format!("{POD_V4}:")),
