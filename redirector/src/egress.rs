@@ -1,13 +1,15 @@
 //! Egress policy, the agent's side: writes `--egress-policy` and `--allow-cidr` into the
 //! pinned maps the hooks judge from (`redirector-ebpf/src/policy.rs`), and reads back
-//! what they refused or audited (`events.rs`).
+//! what they refused or audited (`events.rs`). On Kubernetes, `cluster.rs` keeps them in
+//! step with the Namespace labels and the cluster's own address ranges.
 //!
 //! The kernel holds the policy: the agent only writes it. Whatever the agent does later
 //! (crash, restart, upgrade), what was written stays in force.
 
+pub mod cluster;
 mod events;
 
-use std::{io, path::Path};
+use std::{collections::BTreeMap, io, path::Path};
 
 use clap::ValueEnum;
 use ipnet::IpNet;
@@ -16,6 +18,10 @@ use redirector_common::{EgressConfig, egress_mode};
 pub use events::{EgressMetrics, spawn_reader};
 
 use crate::datapath::{DatapathError, EgressMaps, NetPrefix};
+
+/// The Namespace label whose value (`allow`, `audit`, `deny`) overrides `--egress-policy`
+/// for that namespace's pods.
+pub const POLICY_LABEL: &str = "egress.redirector.dev/policy";
 
 /// `--egress-policy`, and the values of the Namespace label.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -52,7 +58,7 @@ pub enum EgressError {
 }
 
 /// What the policy is made of.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EgressSettings {
     /// For processes no per-cgroup mode covers.
     pub default: EgressPolicy,
@@ -61,6 +67,20 @@ pub struct EgressSettings {
     /// The tops of the kubelet's pod tree, when only pods are subject to the policy
     /// (Kubernetes); empty: every process in `--cgroup` is.
     pub pod_trees: Option<Vec<u64>>,
+    /// Pod cgroups whose namespace's label chose a mode of its own (Kubernetes).
+    pub pod_modes: BTreeMap<u64, EgressPolicy>,
+}
+
+impl EgressSettings {
+    /// Whether any process may be refused or audited: the hooks skip all judging
+    /// while no mode in force is other than allow.
+    pub fn active(&self) -> bool {
+        self.default != EgressPolicy::Allow
+            || self
+                .pod_modes
+                .values()
+                .any(|mode| *mode != EgressPolicy::Allow)
+    }
 }
 
 /// Writes the policy. Everything it allows is written before the mode that refuses, so
@@ -76,7 +96,7 @@ pub fn install(
         source,
     })?;
     maps.add_agent_cgroup(own)?;
-    if settings.default != EgressPolicy::Allow && Some(own) == attached {
+    if settings.active() && Some(own) == attached {
         tracing::warn!(
             cgroup = own,
             "the agent runs in the very cgroup the hooks are attached to: its processes are \
@@ -84,6 +104,27 @@ pub fn install(
              the agent in a cgroup of its own (a systemd unit, its own container)"
         );
     }
+    write(maps, settings)?;
+    let allowed: Vec<String> = settings.allowed.iter().map(IpNet::to_string).collect();
+    tracing::info!(
+        policy = ?settings.default,
+        allowed = ?allowed,
+        pods_only = settings.pod_trees.is_some(),
+        labelled_pods = settings.pod_modes.len(),
+        active = settings.active(),
+        agent_cgroup = own,
+        "egress policy written"
+    );
+    Ok(())
+}
+
+/// Makes the maps say `settings`: allowed networks first, then the per-cgroup modes,
+/// then the settings with `ACTIVE`, so nothing is refused for want of an entry that
+/// is about to be written. Returns how many cgroup entries were (written, removed).
+pub fn write(
+    maps: &mut EgressMaps,
+    settings: &EgressSettings,
+) -> Result<(usize, usize), EgressError> {
     let nets: Vec<NetPrefix> = (settings.allowed.iter())
         .map(|net| NetPrefix::new(net.addr(), net.prefix_len()))
         .collect();
@@ -93,27 +134,21 @@ pub fn install(
         default_mode: mode,
         flags: 0,
     };
-    let trees = match &settings.pod_trees {
+    let mut modes: BTreeMap<u64, u32> = match &settings.pod_trees {
         Some(trees) => {
             config.flags |= EgressConfig::PODS_ONLY;
             trees.iter().map(|tree| (*tree, mode)).collect()
         }
-        None => Default::default(),
+        None => BTreeMap::new(),
     };
-    maps.sync_cgroup_modes(&trees)?;
-    if settings.default != EgressPolicy::Allow {
+    // A pod's own entry is deeper than its tree's top: the deepest listed one wins.
+    modes.extend((settings.pod_modes.iter()).map(|(cgroup, policy)| (*cgroup, policy.mode())));
+    let changed = maps.sync_cgroup_modes(&modes)?;
+    if settings.active() {
         config.flags |= EgressConfig::ACTIVE;
     }
     maps.write_config(config)?;
-    let allowed: Vec<String> = settings.allowed.iter().map(IpNet::to_string).collect();
-    tracing::info!(
-        policy = ?settings.default,
-        allowed = ?allowed,
-        pods_only = settings.pod_trees.is_some(),
-        agent_cgroup = own,
-        "egress policy written"
-    );
-    Ok(())
+    Ok(changed)
 }
 
 /// The cgroup id (the directory's inode) of this process's cgroup v2 cgroup.

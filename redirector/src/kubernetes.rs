@@ -13,7 +13,9 @@
 //!   never lists or caches the Secrets of the cluster (`catalog.rs`, `refs.rs`);
 //! - the pods of this node (`fieldSelector=spec.nodeName=NODE`, each cut down to its
 //!   metadata and service account), as a map from pod uid to namespace, name and
-//!   service account (`pods.rs`).
+//!   service account (`pods.rs`);
+//! - for the egress policy, Namespaces (metadata only: the policy label), Nodes (their
+//!   pod ranges) and ServiceCIDRs (`egress.rs`).
 //!
 //! Resilience (`follow.rs`): kube's default backoff on API errors; a relist whenever the
 //! server says 410 Gone, whether inside the watch stream (what API servers do) or as the
@@ -23,6 +25,7 @@
 //! good state and the datapath never empties because the API server blinked.
 
 mod catalog;
+mod egress;
 mod follow;
 pub mod lease;
 mod pods;
@@ -41,7 +44,7 @@ use kube::{
 use tokio::{sync::mpsc, task::JoinHandle};
 use tokio_util::sync::CancellationToken;
 
-use crate::{backend::Catalog, workload::Pods};
+use crate::{backend::Catalog, egress::cluster::ClusterFeeds, workload::Pods};
 
 /// A connection to the API server, not yet watching anything.
 pub struct KubeSource {
@@ -93,6 +96,12 @@ impl KubeSource {
     /// The client, for the status writer.
     pub fn client(&self) -> Client {
         self.client.clone()
+    }
+
+    /// Follows what the egress policy needs (Namespace labels, the cluster's ranges)
+    /// until `shutdown`, publishing on `feeds`.
+    pub fn spawn_egress(&self, feeds: ClusterFeeds, shutdown: CancellationToken) -> JoinHandle<()> {
+        tokio::spawn(egress::run(self.client.clone(), feeds, shutdown))
     }
 
     /// Runs until `shutdown`.

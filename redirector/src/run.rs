@@ -68,6 +68,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     if args.kubernetes {
         tokio::spawn(workloads.clone().follow(pods_rx.clone(), shutdown.clone()));
     }
+    let (egress_feeds, egress_view) = crate::egress::cluster::channels(pods_rx.clone());
     let (status_tx, status_rx) = tokio::sync::watch::channel(Vec::new());
     let readiness = Arc::new(Readiness::default());
     let stats = Arc::new(Stats::default());
@@ -103,7 +104,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     // joining a running one (an upgrade) takes no share of the shared listeners while
     // it may still wait.
     let started = async {
-        let started = start_source(&args, pods_tx, status_rx, &shutdown).await?;
+        let started = start_source(&args, pods_tx, egress_feeds, status_rx, &shutdown).await?;
         let pods = match scoping {
             Scoping::Namespace => Some(first_pods(&mut pods_rx).await?),
             Scoping::Cluster => None,
@@ -163,10 +164,12 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         &args,
         egress_maps,
         &cgroup,
+        egress_view,
         workloads.clone(),
         egress_metrics,
         &shutdown,
-    )?;
+    )
+    .await?;
     let adopted = attachments
         .iter()
         .filter(|(_, a)| *a == Attachment::Adopted)
@@ -328,6 +331,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
 async fn start_source(
     args: &RunArgs,
     pods: tokio::sync::watch::Sender<Pods>,
+    egress: crate::egress::cluster::ClusterFeeds,
     statuses: tokio::sync::watch::Receiver<Vec<ObjectStatus>>,
     shutdown: &CancellationToken,
 ) -> anyhow::Result<(Catalog, mpsc::Receiver<Catalog>, Option<JoinHandle<()>>)> {
@@ -349,6 +353,7 @@ async fn start_source(
             statuses,
             shutdown.clone(),
         );
+        source.spawn_egress(egress, shutdown.clone());
         source.spawn(node, catalogs_tx, pods, shutdown.clone());
         tracing::info!("waiting for the initial sync with the Kubernetes API");
         let first = catalogs_rx

@@ -3,25 +3,19 @@
 //! cgroup; one a static pod, known to the API by its mirror) in two namespaces dial the
 //! same hostname and port, and each gets its own namespace's Backend; a process in no
 //! known pod gets none. The access log and `/metrics` name each connection's workload
-//! (namespace, pod, service account, cgroup below `--cgroup`).
+//! (namespace, pod, service account, cgroup below `--cgroup`). The API server serves no
+//! ServiceCIDRs (before Kubernetes 1.33): the agent says so once and goes on.
 
 mod support;
 
-use std::process::Command;
-
 use serde_json::Value;
 use support::{
-    Bed, PROBE,
+    Bed,
     fakeapi::FakeApi,
-    fixtures::xbackend,
+    fixtures::{connect_from_cgroup, xbackend},
     tls::{sample, wait_for_sample},
 };
-use xtask::netlab::{
-    Cgroup, ChildGuard, EXT_V4, NODE_EXT_V4, POD_V4, Topology,
-    agent::Agent,
-    in_cgroup_in_netns,
-    probe::{PROBE_TIMEOUT, Reply},
-};
+use xtask::netlab::{Cgroup, EXT_V4, NODE_EXT_V4, POD_V4, Topology, agent::Agent, probe::Reply};
 
 const UID_A: &str = "0a0a0a0a-1111-4111-8111-aaaaaaaaaaaa";
 const UID_B: &str = "0b0b0b0b-2222-4222-8222-bbbbbbbbbbbb";
@@ -60,19 +54,7 @@ fn objects() -> String {
 
 /// Runs `netprobe connect echo.redirector.test:8080` in the pod netns from inside `cgroup`.
 fn connect_from(topology: &Topology, cgroup: &Cgroup) -> Reply {
-    connect_from_to(topology, cgroup, "echo.redirector.test:8080")
-}
-
-/// Runs `netprobe connect TARGET` in the pod netns from inside `cgroup`.
-fn connect_from_to(topology: &Topology, cgroup: &Cgroup, target: &str) -> Reply {
-    let args = ["connect", target, "-4", "--send", "hello"];
-    let mut command: Command = in_cgroup_in_netns(cgroup, &topology.pod, PROBE, args);
-    let mut client = ChildGuard::spawn("client", &mut command).expect("client");
-    let done = client.finish(PROBE_TIMEOUT).expect("client exits");
-    let line = done.stdout.first().cloned().unwrap_or_default();
-    Reply {
-        json: serde_json::from_str(&line).unwrap_or_else(|e| panic!("{line:?}: {e}")),
-    }
+    connect_from_cgroup(topology, cgroup, "echo.redirector.test:8080")
 }
 
 /// The access log's lines so far.
@@ -98,7 +80,8 @@ fn each_namespace_gets_its_own_backend_for_the_same_hostname() {
     let unmapped = kubepods
         .child(&format!("pod{UID_C}"))
         .expect("pod c cgroup");
-    let api = FakeApi::start(&bed.topo.node, &objects());
+    let mut api = FakeApi::start(&bed.topo.node, &objects());
+    api.hide_service_cidrs();
     let mut config = bed.config();
     config.in_pod_cgroup = false;
     config.extra_args = api.agent_args("node1");
@@ -117,6 +100,16 @@ fn each_namespace_gets_its_own_backend_for_the_same_hostname() {
     assert!(
         scoped.contains("pods=2") && scoped.contains("trees=1"),
         "{scoped}"
+    );
+    let no_service_cidrs = (logs.iter())
+        .filter(|l| l.contains("serves no ServiceCIDRs"))
+        .count();
+    assert_eq!(no_service_cidrs, 1, "{logs:#?}");
+    assert!(
+        !logs
+            .iter()
+            .any(|l| l.contains("WARN") && l.contains("servicecidrs")),
+        "{logs:#?}"
     );
 
     // team-a: plain forwarding through the proxy.
@@ -184,7 +177,7 @@ fn each_namespace_gets_its_own_backend_for_the_same_hostname() {
     );
     // Any other address still goes out from that pod, direct.
     let _other = bed.serve("[::]:9090");
-    let elsewhere = connect_from_to(&bed.topo, &unmapped, &format!("{EXT_V4}:9090"));
+    let elsewhere = connect_from_cgroup(&bed.topo, &unmapped, &format!("{EXT_V4}:9090"));
     assert!(elsewhere.ok(), "{:?}", elsewhere.json);
     assert!(
         (elsewhere.seen_by_server().unwrap_or_default()).starts_with(&format!("{POD_V4}:")),

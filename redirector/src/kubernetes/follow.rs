@@ -21,6 +21,7 @@ use kube::{
 use tokio_util::sync::CancellationToken;
 
 use super::pods::MIRROR_POD_ANNOTATION;
+use crate::egress::POLICY_LABEL;
 
 /// One warning per watch at most this often while it keeps failing.
 const LOG_EVERY: Duration = Duration::from_secs(30);
@@ -202,7 +203,9 @@ impl<'a> ErrorLog<'a> {
 /// the whole object) is for any tenant to make large.
 fn trim(meta: &mut ObjectMeta) {
     meta.managed_fields = None;
-    meta.labels = None;
+    if let Some(labels) = &mut meta.labels {
+        labels.retain(|name, _| name == POLICY_LABEL);
+    }
     if let Some(annotations) = &mut meta.annotations {
         annotations.retain(|name, _| name == MIRROR_POD_ANNOTATION);
     }
@@ -218,7 +221,10 @@ mod tests {
     fn only_what_the_agent_reads_is_kept() {
         let mut meta = ObjectMeta {
             name: Some("a".into()),
-            labels: Some(BTreeMap::from([("app".into(), "x".into())])),
+            labels: Some(BTreeMap::from([
+                ("app".into(), "x".into()),
+                (POLICY_LABEL.into(), "deny".into()),
+            ])),
             annotations: Some(BTreeMap::from([
                 (MIRROR_POD_ANNOTATION.into(), "uid".into()),
                 (
@@ -231,7 +237,8 @@ mod tests {
         };
         trim(&mut meta);
         assert_eq!(meta.name.as_deref(), Some("a"));
-        assert_eq!((meta.labels, meta.managed_fields), (None, None));
+        let labels = BTreeMap::from([(POLICY_LABEL.to_owned(), "deny".to_owned())]);
+        assert_eq!((meta.labels, meta.managed_fields), (Some(labels), None));
         let kept = BTreeMap::from([(MIRROR_POD_ANNOTATION.to_owned(), "uid".to_owned())]);
         assert_eq!(meta.annotations, Some(kept));
     }

@@ -1,7 +1,8 @@
 //! The egress policy at start: written into the maps before the agent says it is
-//! ready, and its events read from then on.
+//! ready, and its events read from then on. On Kubernetes, kept in step with the
+//! Namespace labels and the cluster's ranges from then on too.
 
-use std::{path::Path, sync::Arc};
+use std::{path::Path, sync::Arc, time::Duration};
 
 use anyhow::Context;
 use tokio_util::sync::CancellationToken;
@@ -10,48 +11,69 @@ use super::cgroup2_root;
 use crate::{
     cli::RunArgs,
     datapath::EgressMaps,
-    egress::{self, EgressMetrics, EgressPolicy, EgressSettings},
+    egress::{
+        self, EgressMetrics, EgressPolicy, EgressSettings,
+        cluster::{ClusterView, EgressSync, Planner, wait_listed},
+    },
     resolved_names::ResolvedNames,
-    scopes::pod_trees,
     workload::Workloads,
 };
 
-/// Writes the policy and starts reading its events. Returns where the DNS capture
-/// remembers names, when the policy can refuse or audit anything.
-pub fn start(
+/// How long the first write waits for Namespaces, Nodes, ServiceCIDRs and this node's
+/// pods to be listed (they are, by then, as long as the API server answers: the
+/// Backends it served first were listed by watches started at the same time).
+const LIST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Writes the policy and starts reading its events (and, on Kubernetes, following the
+/// cluster through `view`). Returns where the DNS capture remembers names, when the
+/// policy can refuse or audit anything.
+pub async fn start(
     args: &RunArgs,
     mut maps: EgressMaps,
     cgroup: &Path,
+    mut view: ClusterView,
     workloads: Arc<Workloads>,
     metrics: Arc<EgressMetrics>,
     shutdown: &CancellationToken,
 ) -> anyhow::Result<Option<Arc<ResolvedNames>>> {
     let policy = args.egress.egress_policy;
-    let pod_trees = match args.kubernetes {
-        true => {
-            let root = args.pod_cgroup_root.as_deref().unwrap_or(cgroup);
-            let trees = pod_trees(root);
-            if trees.is_empty() && policy != EgressPolicy::Allow {
-                tracing::error!(root = %root.display(), ?policy, "no kubepods cgroup found below --pod-cgroup-root: the egress policy applies to pods only and finds none; pass --pod-cgroup-root");
-            }
-            Some(trees)
-        }
-        false => None,
-    };
-    let settings = EgressSettings {
-        default: policy,
-        allowed: args.egress.allow_cidrs.clone(),
-        pod_trees,
-    };
     let mount = cgroup2_root().context("finding the cgroup2 mount for the agent's own cgroup")?;
     let attached = std::fs::metadata(cgroup).ok().map(|m| {
         use std::os::unix::fs::MetadataExt;
         m.ino()
     });
-    egress::install(&mut maps, &settings, &mount, attached)?;
-    let names =
-        (policy != EgressPolicy::Allow).then(|| Arc::new(ResolvedNames::new(args.dns.dns_grace)));
-    if let Some(events) = maps.events.take() {
+    let events = maps.events.take();
+    let names = match args.kubernetes {
+        true => {
+            let root = args.pod_cgroup_root.as_deref().unwrap_or(cgroup);
+            wait_listed(&mut view, LIST_TIMEOUT).await;
+            let allow = args.egress.allow_cidrs.clone();
+            let mut planner = Planner::new(policy, allow, root.to_path_buf());
+            let (settings, _) = planner.plan(&mut view);
+            let no_trees = settings.pod_trees.as_ref().is_none_or(Vec::is_empty);
+            if no_trees && settings.active() {
+                tracing::error!(root = %root.display(), ?policy, "no kubepods cgroup found below --pod-cgroup-root: the egress policy applies to pods only and finds none; pass --pod-cgroup-root");
+            }
+            egress::install(&mut maps, &settings, &mount, attached)?;
+            let sync = EgressSync::new(maps, planner, settings);
+            tokio::spawn(sync.run(view, shutdown.clone()));
+            // A label may turn the policy on at any time: the names are kept from the
+            // start, so that its first refusals already name what the pod resolved.
+            Some(Arc::new(ResolvedNames::new(args.dns.dns_grace)))
+        }
+        false => {
+            let settings = EgressSettings {
+                default: policy,
+                allowed: args.egress.allow_cidrs.clone(),
+                pod_trees: None,
+                pod_modes: Default::default(),
+            };
+            egress::install(&mut maps, &settings, &mount, attached)?;
+            (policy != EgressPolicy::Allow)
+                .then(|| Arc::new(ResolvedNames::new(args.dns.dns_grace)))
+        }
+    };
+    if let Some(events) = events {
         egress::spawn_reader(events, workloads, names.clone(), metrics, shutdown.clone())
             .context("reading the egress policy's events")?;
     }

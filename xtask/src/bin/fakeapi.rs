@@ -11,7 +11,9 @@
 //!
 //! Served: XBackends (`apis/gateway.networking.x-k8s.io/v1alpha1`), ConfigMaps, Secrets
 //! and Pods (`api/v1`), Leases (`apis/coordination.k8s.io/v1`), all-namespaces and
-//! namespaced collections and single objects:
+//! namespaced collections and single objects; cluster-scoped Namespaces and Nodes
+//! (`api/v1`) and ServiceCIDRs (`apis/networking.k8s.io/v1`), collections only (a file
+//! `.no-servicecidrs` in DIR makes the last answer 404, as before Kubernetes 1.33):
 //! - list: `{"kind":"XBackendList","metadata":{"resourceVersion":"N"},"items":[...]}`,
 //!   with `limit`/`continue`, `fieldSelector` (`metadata.name`, `metadata.namespace`,
 //!   `spec.nodeName` for pods, `=`, `==`, `!=`), `labelSelector`, and metadata-only
@@ -42,6 +44,7 @@
 //! - `.gone` (consumed): every resourceVersion issued so far expires; open watches get a
 //!   410 `ERROR` event (or, if the file says `http`, are closed and their next watch
 //!   request gets HTTP 410);
+//! - `.no-servicecidrs` while present: ServiceCIDRs are not served (404);
 //! - `.down` while present: the listener is closed and every open connection cut (or,
 //!   if the file says `503`, every request is answered 503).
 //!
@@ -49,7 +52,8 @@
 //! `list PATH?QUERY`, `watch PATH?QUERY`, `get PATH`, `event TYPE PLURAL NS/NAME rv=N`,
 //! `create PATH/NAME rv=N [holder=H]`, `update PATH rv=N [holder=H]` (`holder=` for a
 //! Lease: its `spec.holderIdentity`, `-` when released), `refused create|update PATH
-//! REASON`, `gone rv=N mode=..`, `down ..`, `up`, `error ..`, and the PATCH JSON lines.
+//! REASON`, `gone rv=N mode=..`, `servicecidrs served=BOOL`, `down ..`, `up`, `error ..`,
+//! and the PATCH JSON lines.
 
 #[path = "fakeapi/http.rs"]
 mod http;

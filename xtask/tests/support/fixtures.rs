@@ -3,7 +3,12 @@
 
 use std::process::Output;
 
-use xtask::netlab::{Netns, agent::Agent};
+use xtask::netlab::{
+    Cgroup, ChildGuard, Netns, Topology,
+    agent::Agent,
+    in_cgroup_in_netns,
+    probe::{PROBE_TIMEOUT, Reply},
+};
 
 use super::{Bed, PROBE};
 
@@ -47,4 +52,17 @@ pub fn wait_for_map_update(agent: &mut Agent, what: &str) -> String {
         .expect("map update");
     assert!(line.contains(what), "expected {what} in {line}");
     line
+}
+
+/// `netprobe connect TARGET --send hello` (IPv4) in the pod netns from inside `cgroup`
+/// (a kubelet-style pod cgroup of the `--kubernetes` tests).
+pub fn connect_from_cgroup(topology: &Topology, cgroup: &Cgroup, target: &str) -> Reply {
+    let args = ["connect", target, "-4", "--send", "hello"];
+    let mut command = in_cgroup_in_netns(cgroup, &topology.pod, PROBE, args);
+    let mut client = ChildGuard::spawn("client", &mut command).expect("client");
+    let done = client.finish(PROBE_TIMEOUT).expect("client exits");
+    let line = done.stdout.first().cloned().unwrap_or_default();
+    Reply {
+        json: serde_json::from_str(&line).unwrap_or_else(|e| panic!("{line:?}: {e}")),
+    }
 }

@@ -267,6 +267,12 @@ pub mod fakeapi {
             self.wait_for("gone rv=")
         }
 
+        /// ServiceCIDRs are answered 404 from now on, as by API servers before 1.33.
+        pub fn hide_service_cidrs(&mut self) {
+            write_atomically(&self.state_dir(), ".no-servicecidrs", "");
+            self.wait_for("servicecidrs served=false");
+        }
+
         /// The API server goes away (listener closed, connections cut) until [`Self::up`].
         pub fn down(&mut self) {
             write_atomically(&self.state_dir(), ".down", "refuse");

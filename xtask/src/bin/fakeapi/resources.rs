@@ -9,15 +9,18 @@ pub struct Resource {
     pub api_version: &'static str,
     /// Field selectors the real API server accepts for it (besides metadata.*).
     pub fields: &'static [&'static str],
+    /// Cluster-scoped: its objects have no namespace (stored under "").
+    pub cluster: bool,
 }
 
-pub const RESOURCES: [Resource; 5] = [
+pub const RESOURCES: [Resource; 8] = [
     Resource {
         prefix: "apis/gateway.networking.x-k8s.io/v1alpha1",
         plural: "xbackends",
         kind: "XBackend",
         api_version: "gateway.networking.x-k8s.io/v1alpha1",
         fields: &[],
+        cluster: false,
     },
     Resource {
         prefix: "api/v1",
@@ -25,6 +28,7 @@ pub const RESOURCES: [Resource; 5] = [
         kind: "ConfigMap",
         api_version: "v1",
         fields: &[],
+        cluster: false,
     },
     Resource {
         prefix: "api/v1",
@@ -32,6 +36,7 @@ pub const RESOURCES: [Resource; 5] = [
         kind: "Secret",
         api_version: "v1",
         fields: &["type"],
+        cluster: false,
     },
     Resource {
         prefix: "api/v1",
@@ -39,6 +44,7 @@ pub const RESOURCES: [Resource; 5] = [
         kind: "Pod",
         api_version: "v1",
         fields: &["spec.nodeName", "status.phase", "spec.serviceAccountName"],
+        cluster: false,
     },
     Resource {
         prefix: "apis/coordination.k8s.io/v1",
@@ -46,5 +52,30 @@ pub const RESOURCES: [Resource; 5] = [
         kind: "Lease",
         api_version: "coordination.k8s.io/v1",
         fields: &[],
+        cluster: false,
+    },
+    Resource {
+        prefix: "api/v1",
+        plural: "namespaces",
+        kind: "Namespace",
+        api_version: "v1",
+        fields: &["status.phase"],
+        cluster: true,
+    },
+    Resource {
+        prefix: "api/v1",
+        plural: "nodes",
+        kind: "Node",
+        api_version: "v1",
+        fields: &["spec.unschedulable"],
+        cluster: true,
+    },
+    Resource {
+        prefix: "apis/networking.k8s.io/v1",
+        plural: "servicecidrs",
+        kind: "ServiceCIDR",
+        api_version: "networking.k8s.io/v1",
+        fields: &[],
+        cluster: true,
     },
 ];

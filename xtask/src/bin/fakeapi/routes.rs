@@ -29,6 +29,9 @@ pub fn handle(shared: &Shared, mut stream: TcpStream) -> std::io::Result<()> {
         let Some(rest) = segments.strip_prefix(prefix.as_slice()) else {
             continue;
         };
+        if resource.plural == "servicecidrs" && shared.world().no_service_cidrs {
+            continue;
+        }
         let plural = resource.plural;
         let method = request.method.as_str();
         return match (method, rest) {

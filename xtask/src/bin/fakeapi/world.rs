@@ -77,6 +77,8 @@ pub struct World {
     /// Bumped whenever open watches must end (`.gone`, `.down`).
     pub epoch: u64,
     pub down: Option<Down>,
+    /// `.no-servicecidrs` is present: ServiceCIDRs are answered 404.
+    pub no_service_cidrs: bool,
     files: BTreeMap<PathBuf, Loaded>,
     next_uid: u64,
 }
@@ -96,6 +98,7 @@ impl World {
             gone_mode: GoneMode::Event,
             epoch: 0,
             down: None,
+            no_service_cidrs: false,
             files: BTreeMap::new(),
             next_uid: 1,
         }

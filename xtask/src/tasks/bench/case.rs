@@ -69,9 +69,7 @@ impl Bed<'_> {
             Case::RedirectorTcp
             | Case::RedirectorTcpDeny
             | Case::RedirectorHttp
-            | Case::RedirectorPlain => {
-                self.run_redirector(plan, rep, case, results, agent_threads)
-            }
+            | Case::RedirectorPlain => self.run_redirector(plan, rep, case, results, agent_threads),
         }
     }
 
@@ -100,7 +98,9 @@ impl Bed<'_> {
         if case == Case::RedirectorTcpDeny {
             // Nothing but the Backend is reached by the bench's client: deny refuses
             // nothing it sends, and every packet of it passes the policy's checks.
-            config.extra_args.extend(["--egress-policy".to_owned(), "deny".to_owned()]);
+            config
+                .extra_args
+                .extend(["--egress-policy".to_owned(), "deny".to_owned()]);
         }
         let agent = Agent::start(self.topology, &config).map_err(|e| {
             // The agent's own error first: the report cuts long reasons short.

@@ -61,6 +61,11 @@ impl World {
             self.epoch += 1;
             changed = true;
         }
+        let no_service_cidrs = self.dir.join(".no-servicecidrs").exists();
+        if no_service_cidrs != self.no_service_cidrs {
+            self.no_service_cidrs = no_service_cidrs;
+            said.push(format!("servicecidrs served={}", !no_service_cidrs));
+        }
         // Objects.
         let mut seen_files = Vec::new();
         for path in names.iter().filter(|p| is_data_file(p)) {
@@ -156,7 +161,8 @@ fn parse_file(text: &str) -> Result<Vec<Value>, String> {
     })
 }
 
-/// The key of an object and its normalised form (namespace defaulted; a Secret's
+/// The key of an object and its normalised form (namespace defaulted, or removed for a
+/// cluster-scoped kind; a Secret's
 /// `stringData` merged into `data` as base64, as the API server stores it).
 fn identify(object: &Value) -> Result<(Key, Value), String> {
     let api_version = object["apiVersion"].as_str().unwrap_or_default();
@@ -170,12 +176,22 @@ fn identify(object: &Value) -> Result<(Key, Value), String> {
         .filter(|n| !n.is_empty())
         .ok_or("metadata.name missing")?
         .to_owned();
-    let namespace = object["metadata"]["namespace"]
-        .as_str()
-        .unwrap_or("default")
-        .to_owned();
     let mut value = object.clone();
-    value["metadata"]["namespace"] = json!(namespace);
+    let namespace = match RESOURCES[resource].cluster {
+        true => {
+            if let Some(metadata) = value["metadata"].as_object_mut() {
+                metadata.remove("namespace");
+            }
+            String::new()
+        }
+        false => {
+            let namespace = object["metadata"]["namespace"]
+                .as_str()
+                .unwrap_or("default");
+            value["metadata"]["namespace"] = json!(namespace);
+            namespace.to_owned()
+        }
+    };
     if kind == "Secret"
         && let Some(Value::Object(strings)) =
             value.as_object_mut().and_then(|o| o.remove("stringData"))
