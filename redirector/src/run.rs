@@ -6,7 +6,6 @@
 
 use std::{
     net::SocketAddr,
-    path::Path,
     sync::{Arc, RwLock},
 };
 
@@ -20,8 +19,13 @@ use tokio::{sync::mpsc, task::JoinHandle};
 mod capture;
 mod egress;
 mod host;
+mod signals;
+mod uninstall;
 
 pub use host::cgroup2_root;
+pub use uninstall::uninstall;
+
+use signals::Signals;
 
 use crate::{
     admin::{self, Admin, Readiness},
@@ -393,45 +397,4 @@ fn proxy_config(addrs: &[SocketAddr]) -> anyhow::Result<ProxyConfig> {
         }
     }
     Ok(config)
-}
-
-/// SIGTERM (kubelet, systemd) and SIGINT (Ctrl-C) both mean: drain and exit 0.
-struct Signals {
-    term: tokio::signal::unix::Signal,
-    int: tokio::signal::unix::Signal,
-}
-
-impl Signals {
-    fn install() -> anyhow::Result<Self> {
-        use tokio::signal::unix::{SignalKind, signal};
-        Ok(Self {
-            term: signal(SignalKind::terminate()).context("installing the SIGTERM handler")?,
-            int: signal(SignalKind::interrupt()).context("installing the SIGINT handler")?,
-        })
-    }
-
-    async fn wait(&mut self) {
-        tokio::select! {
-            _ = self.term.recv() => tracing::info!("SIGTERM"),
-            _ = self.int.recv() => tracing::info!("SIGINT"),
-        }
-    }
-}
-
-/// `redirector uninstall`.
-pub fn uninstall(bpffs: &Path) -> anyhow::Result<()> {
-    let layout = PinLayout::new(bpffs);
-    // Read before the markers that hold it go with the pins.
-    let migrate_req = datapath::recorded_migrate_req(&layout)
-        .with_context(|| format!("listing {}", bpffs.display()))?;
-    let removed = datapath::uninstall(&layout)?;
-    if removed.is_empty() {
-        println!("nothing installed under {}", bpffs.display());
-    } else {
-        for path in &removed {
-            println!("removed {}", path.display());
-        }
-        println!("detached and unpinned: {} pins removed", removed.len());
-    }
-    host::restore_request_migration(&migrate_req)
 }
