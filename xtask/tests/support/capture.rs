@@ -96,9 +96,21 @@ impl Capture {
 
 /// How many IPv4 packets of a pcap file of Ethernet frames go to `to`.
 pub fn ipv4_packets_to(pcap: &[u8], to: std::net::Ipv4Addr) -> usize {
-    let mut count = 0;
-    let mut at = 24;
-    let little = pcap.get(..4) == Some(&[0xd4, 0xc3, 0xb2, 0xa1]);
+    (frames(pcap).into_iter())
+        .filter(|frame| {
+            frame.len() >= 34 && frame[12..14] == [0x08, 0x00] && frame[30..34] == to.octets()
+        })
+        .count()
+}
+
+/// The Ethernet frames of a classic pcap file (what tcpdump writes for a veth).
+fn frames(pcap: &[u8]) -> Vec<&[u8]> {
+    assert!(pcap.len() >= 24, "not a pcap file");
+    let little = match pcap[..4] {
+        [0xd4, 0xc3, 0xb2, 0xa1] | [0x4d, 0x3c, 0xb2, 0xa1] => true,
+        [0xa1, 0xb2, 0xc3, 0xd4] | [0xa1, 0xb2, 0x3c, 0x4d] => false,
+        _ => panic!("not a classic pcap file: {:02x?}", &pcap[..4]),
+    };
     let u32_at = |at: usize| {
         let b = [pcap[at], pcap[at + 1], pcap[at + 2], pcap[at + 3]];
         if little {
@@ -107,15 +119,15 @@ pub fn ipv4_packets_to(pcap: &[u8], to: std::net::Ipv4Addr) -> usize {
             u32::from_be_bytes(b)
         }
     };
+    assert_eq!(u32_at(20), 1, "link type must be Ethernet");
+    let mut frames = Vec::new();
+    let mut at = 24;
     while at + 16 <= pcap.len() {
         let captured = u32_at(at + 8) as usize;
-        let frame = &pcap[at + 16..(at + 16 + captured).min(pcap.len())];
+        frames.push(&pcap[at + 16..(at + 16 + captured).min(pcap.len())]);
         at += 16 + captured;
-        if frame.len() >= 34 && frame[12..14] == [0x08, 0x00] && frame[30..34] == to.octets() {
-            count += 1;
-        }
     }
-    count
+    frames
 }
 
 pub fn contains(haystack: &[u8], needle: &[u8]) -> bool {
@@ -134,27 +146,8 @@ pub struct Segment {
 /// tcpdump writes for a veth), over IPv4 or IPv6 (no extension headers: none are sent).
 pub fn segments(pcap: &[u8]) -> Vec<Segment> {
     let u16_be = |b: &[u8], at: usize| u16::from_be_bytes([b[at], b[at + 1]]);
-    assert!(pcap.len() >= 24, "not a pcap file");
-    let little = match pcap[..4] {
-        [0xd4, 0xc3, 0xb2, 0xa1] | [0x4d, 0x3c, 0xb2, 0xa1] => true,
-        [0xa1, 0xb2, 0xc3, 0xd4] | [0xa1, 0xb2, 0x3c, 0x4d] => false,
-        _ => panic!("not a classic pcap file: {:02x?}", &pcap[..4]),
-    };
-    let u32_at = |at: usize| {
-        let b = [pcap[at], pcap[at + 1], pcap[at + 2], pcap[at + 3]];
-        if little {
-            u32::from_le_bytes(b)
-        } else {
-            u32::from_be_bytes(b)
-        }
-    };
-    assert_eq!(u32_at(20), 1, "link type must be Ethernet");
     let mut out = Vec::new();
-    let mut at = 24;
-    while at + 16 <= pcap.len() {
-        let captured = u32_at(at + 8) as usize;
-        let frame = &pcap[at + 16..(at + 16 + captured).min(pcap.len())];
-        at += 16 + captured;
+    for frame in frames(pcap) {
         if frame.len() < 14 {
             continue;
         }
