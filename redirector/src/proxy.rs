@@ -2,7 +2,8 @@
 //!
 //! `serve` accepts; [`connection::handle`] matches the connection to its Backend(s)
 //! through the datapath's record and hands it on: [`tcp`] relays bytes (TLS originated
-//! as the Backend says), [`http`] speaks HTTP to both sides. A connection without a
+//! as the Backend says), [`http`] speaks HTTP to both sides; both judge the client's
+//! first bytes by [`opening`]. A connection without a
 //! record was not redirected by the datapath and is closed at once: the proxy is never
 //! an open relay.
 
@@ -12,6 +13,7 @@ mod connection;
 pub mod http;
 mod kernel_tls;
 mod log_limit;
+mod opening;
 mod polled_on_wake;
 mod read_ahead;
 mod relay;

@@ -51,6 +51,7 @@ use super::{
     Shared,
     activity::{Activity, Watched},
     connection::{Routed, report},
+    opening,
     polled_on_wake::PolledOnWake,
     tcp,
 };
@@ -89,7 +90,7 @@ impl HttpProxy {
 
 /// Serves one client connection to HTTP Backends.
 pub async fn serve(shared: Arc<Shared>, routed: Routed, mut client: TcpStream) {
-    let Some((opening, held)) = tcp::first_bytes(&routed, &mut client).await else {
+    let Some((opening, held)) = opening::first_bytes(&routed, &mut client).await else {
         return;
     };
     let result = match opening {
@@ -102,7 +103,7 @@ pub async fn serve(shared: Arc<Shared>, routed: Routed, mut client: TcpStream) {
         Ok(Some(hello)) => {
             Box::pin(tcp::judged_splice(&shared, &routed, client, held, &hello)).await
         }
-        Err(refused) => Err((None, tcp::opening_refusal(refused))),
+        Err(refused) => Err((None, opening::opening_refusal(refused))),
     };
     if let Err((backend, refused)) = result {
         report(&shared, &routed, backend.as_deref(), &refused);

@@ -2,16 +2,13 @@
 //! dialed address, with TLS originated first when the Backend says so.
 //!
 //! The upstream is connected before the client's first byte is read, so protocols where
-//! the server speaks first work. The client's opening is judged by a [`FirstBytesGuard`]
+//! the server speaks first work. The client's opening ([`super::opening`]) is judged by a
+//! [`FirstBytesGuard`]
 //! before any byte of it goes upstream: its own TLS towards a TLS-originating Backend is
 //! refused; its own TLS to a name no Backend here declares goes to the dialed address
 //! unchanged (passthrough), through a fresh connection if TLS was already originated.
 
-use std::{
-    io,
-    net::SocketAddr,
-    time::{Duration, Instant},
-};
+use std::{io, net::SocketAddr, time::Instant};
 
 use tokio::net::{
     TcpStream,
@@ -23,16 +20,12 @@ use super::{
     access_log::Outcome,
     connection::{Refused, Routed, connect_any, log_connection},
     kernel_tls::Offload,
+    opening::{first_bytes, named, opening_refusal, opening_rule},
     relay::{Transferred, relay_spliced, relay_tcp, relay_tls},
 };
-use crate::{
-    table::{Candidates, join},
-    tls::{
-        HandshakeFailure,
-        sniff::{
-            self, FirstBytesGuard, Opening, OpeningRefused, OpeningRule, RefusedKind, Verdict,
-        },
-    },
+use crate::tls::{
+    HandshakeFailure,
+    sniff::{self, FirstBytesGuard, Opening, Verdict},
 };
 
 mod upstream_tls;
@@ -42,10 +35,6 @@ pub use self::upstream_tls::{UpstreamTls, handshake_with};
 
 /// A refusal, with the Backend it is counted against (`None`: none could be named).
 pub type Failure = (Option<String>, Refused);
-
-/// How long a client may take to send its first bytes where they are read before
-/// anything is dialed.
-const OPENING_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Connects to the original destination as the Backend says and copies both ways.
 pub async fn forward(
@@ -153,25 +142,6 @@ pub async fn forward(
     finish(shared, routed, counted.as_deref(), moved, result).map_err(|refused| (counted, refused))
 }
 
-/// The client's opening, read before anything is dialed, with the bytes read (to be
-/// replayed). `None` if the client failed or sent nothing in time (logged at debug).
-pub(super) async fn first_bytes(
-    routed: &Routed,
-    client: &mut TcpStream,
-) -> Option<(Result<Option<Opening>, OpeningRefused>, Vec<u8>)> {
-    match tokio::time::timeout(OPENING_TIMEOUT, sniff::read_opening(client)).await {
-        Ok(Ok(read)) => Some(read),
-        Ok(Err(error)) => {
-            tracing::debug!(peer = %routed.peer, %error, "client failed before its first bytes");
-            None
-        }
-        Err(_) => {
-            tracing::debug!(peer = %routed.peer, "client sent nothing within {OPENING_TIMEOUT:?}");
-            None
-        }
-    }
-}
-
 /// Relays a client over a TLS connection just made: its keys in the kernel if
 /// `--kernel-tls` can take them, and then spliced (the bytes never enter userspace),
 /// else through rustls. An error: the connection could not be handed over and is
@@ -222,15 +192,6 @@ pub(super) async fn judged_splice(
         }
         Err(refused) => Err((Some(routed.label()), opening_refusal(refused))),
     }
-}
-
-/// The refusal of an opening, as the proxy counts it.
-pub(super) fn opening_refusal(refused: OpeningRefused) -> Refused {
-    let reason = match refused.kind {
-        RefusedKind::ClientOpening => Refusal::ClientOpening,
-        RefusedKind::Ambiguous => Refusal::Ambiguous,
-    };
-    Refused::new(reason, refused.message)
 }
 
 /// Splices an already-judged client (its opening `held` for replay) to the dialed
@@ -324,33 +285,6 @@ fn finish(
         }
     };
     Err(Refused { moved, ..refused })
-}
-
-/// What the Backends of the dialed address allow the client to open with.
-pub(super) fn opening_rule(candidates: &Candidates, original: SocketAddr) -> OpeningRule {
-    let names = (candidates.iter())
-        .map(|e| (e.backend.hostname.clone(), e.originates_tls()))
-        .collect();
-    let plaintext = match &**candidates {
-        [_] => Ok(()),
-        several if several.iter().all(|e| !e.originates_tls()) => Ok(()),
-        several => Err(OpeningRefused::new(
-            RefusedKind::Ambiguous,
-            format!(
-                "plaintext to {original}, which Backends {} share while they differ in TLS: \
-                 nothing in the bytes names one of them (only an HTTP Host or a TLS SNI does)",
-                join(several)
-            ),
-        )),
-    };
-    OpeningRule { names, plaintext }
-}
-
-/// The Backend whose hostname is `sni`, for counting (the rule has matched it).
-pub(super) fn named(candidates: &Candidates, sni: &str, fallback: &str) -> String {
-    (candidates.iter())
-        .find(|e| e.backend.hostname.eq_ignore_ascii_case(sni))
-        .map_or_else(|| fallback.to_owned(), |e| e.backend.key.to_string())
 }
 
 fn add(a: Transferred, b: Transferred) -> Transferred {
