@@ -89,6 +89,9 @@ pub mod egress_reason {
     /// A packet of a raw or ICMP socket (or any socket the connect hooks do not see) to
     /// a destination the policy does not allow.
     pub const RAW_SOCKET: u8 = 3;
+    /// A TCP or UDP packet with IPv4 options or an IPv6 routing (or hop-by-hop,
+    /// destination options) header: source routing past the destination the hooks judged.
+    pub const SOURCE_ROUTE: u8 = 4;
 }
 
 /// The egress policy, written by the agent.

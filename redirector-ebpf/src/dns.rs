@@ -19,9 +19,11 @@ use aya_ebpf::{
     maps::{Array, LruHashMap},
     programs::{SkBuffContext, SockAddrContext},
 };
-use redirector_common::{CLUSTER_SCOPE, DNS_PORT, DnsConfig, DnsRecord, Endpoint, ProxyConfig};
+use redirector_common::{
+    CLUSTER_SCOPE, DNS_PORT, DnsConfig, DnsRecord, Endpoint, ProxyConfig, egress_reason,
+};
 
-use crate::{AGENT_SOCKETS, ALLOW, caller_cgroup, cookie_of, sockaddr};
+use crate::{AGENT_SOCKETS, ALLOW, caller_cgroup, cookie_of, policy, sockaddr};
 
 #[map]
 pub static DNS_CONFIG: Array<DnsConfig> = Array::with_max_entries(1, 0);
@@ -68,7 +70,7 @@ pub fn config() -> Option<DnsConfig> {
 pub fn capture(
     ctx: &SockAddrContext,
     family: sockaddr::Family,
-    original: Endpoint,
+    (original, protocol): (Endpoint, u32),
     proxy: Option<&ProxyConfig>,
     scope: impl FnOnce() -> u64,
 ) -> i32 {
@@ -77,10 +79,10 @@ pub fn capture(
     // unspecified address, which Linux delivers to loopback too (forwarded by the
     // agent, they would reach the node's own loopback).
     if is_local(&original) {
-        return ALLOW;
+        return uncaptured(ctx, &original, protocol);
     }
     let Some(config) = live_config() else {
-        return ALLOW;
+        return uncaptured(ctx, &original, protocol);
     };
     // The agent's own sockets (its resolver, its forwarder) see the real answers.
     let cookie = cookie_of(ctx);
@@ -91,13 +93,13 @@ pub fn capture(
     let to = match family {
         sockaddr::Family::V6 if !original.is_v4_mapped() => {
             if config.flags & DnsConfig::HAS_V6 == 0 {
-                return ALLOW;
+                return uncaptured(ctx, &original, protocol);
             }
             config.v6
         }
         _ => {
             if config.flags & DnsConfig::HAS_V4 == 0 {
-                return ALLOW;
+                return uncaptured(ctx, &original, protocol);
             }
             config.v4
         }
@@ -112,10 +114,19 @@ pub fn capture(
     // Without the record the agent could not tell where to forward: leave this query
     // alone rather than break it (an LRU insert fails only on memory pressure).
     if DNS_SOCKETS.insert(&cookie, &record, 0).is_err() {
-        return ALLOW;
+        return uncaptured(ctx, &original, protocol);
     }
     sockaddr::set_destination(ctx, family, &to);
     ALLOW
+}
+
+/// DNS that is not captured (no live agent, no listener of the family, a loopback
+/// nameserver): it goes where the application sent it, if the egress policy lets it.
+/// Only captured DNS is exempt: uncaptured, port 53 would carry anything to anyone.
+#[inline(always)]
+fn uncaptured(ctx: &SockAddrContext, original: &Endpoint, protocol: u32) -> i32 {
+    let reason = egress_reason::UNDECLARED_ADDRESS;
+    crate::verdict(policy::judge(ctx, original, protocol, reason))
 }
 
 /// 127.0.0.0/8 or 0.0.0.0/8 (mapped), ::1 or ::.

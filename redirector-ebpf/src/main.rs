@@ -146,7 +146,13 @@ fn redirect_datagram(ctx: &SockAddrContext, family: sockaddr::Family) -> i32 {
     let original = sockaddr::destination(ctx, family);
     if dns::is_dns(protocol, &original) {
         let config = CONFIG.get(0).copied();
-        return dns::capture(ctx, family, original, config.as_ref(), caller_scope);
+        return dns::capture(
+            ctx,
+            family,
+            (original, protocol),
+            config.as_ref(),
+            caller_scope,
+        );
     }
     undeclared(ctx, &original, protocol)
 }
@@ -206,7 +212,7 @@ fn try_redirect_connect(ctx: &SockAddrContext, family: sockaddr::Family) -> Resu
         return Ok(dns::capture(
             ctx,
             family,
-            original,
+            (original, protocol),
             config.as_ref(),
             caller_scope,
         ));

@@ -87,7 +87,8 @@ pub fn judge(ctx: &SockAddrContext, to: &Endpoint, protocol: u32, reason: u8) ->
 }
 
 /// `dns_egress`: judges a packet of a socket the connect hooks do not see (anything but
-/// TCP stream and UDP datagram sockets).
+/// TCP stream and UDP datagram sockets), and a source-routed one of a socket they do see
+/// (the hooks judged the final destination; the packet goes to the first hop first).
 #[inline(always)]
 pub fn judge_packet(skb: &SkBuffContext) -> Verdict {
     let Some(config) = active() else {
@@ -114,9 +115,9 @@ pub fn judge_packet(skb: &SkBuffContext) -> Verdict {
             core::ptr::read_volatile(core::ptr::addr_of!((*sock).protocol)),
         )
     };
-    if (kind == SOCK_STREAM && protocol == IPPROTO_TCP)
-        || (kind == SOCK_DGRAM && protocol == IPPROTO_UDP)
-    {
+    let hooked = (kind == SOCK_STREAM && protocol == IPPROTO_TCP)
+        || (kind == SOCK_DGRAM && protocol == IPPROTO_UDP);
+    if hooked && !source_routed(skb) {
         return Verdict::Pass;
     }
     // SAFETY: the helpers read the socket's cgroup through the context.
@@ -125,19 +126,59 @@ pub fn judge_packet(skb: &SkBuffContext) -> Verdict {
     if unsafe { AGENT_CGROUPS.get(&cgroup) }.is_some() {
         return Verdict::Pass;
     }
-    let Some(to) = packet_destination(skb) else {
-        // Not an IP packet we can read: nothing to let through on trust.
-        return Verdict::Refuse;
-    };
-    if exempt_destination(&to) {
-        return Verdict::Pass;
-    }
     let mode = mode_of(&config, |level| {
         // SAFETY: as above.
         unsafe { bpf_skb_ancestor_cgroup_id(raw, level) }
     });
-    let reason = egress_reason::RAW_SOCKET;
-    report(mode, cgroup, &to, protocol as u8, reason)
+    let Some(to) = packet_destination(skb) else {
+        // Not an IP packet we can read: nothing to let through on trust.
+        return match mode {
+            egress_mode::DENY => Verdict::Refuse,
+            _ => Verdict::Pass,
+        };
+    };
+    if hooked {
+        // Source routing: whatever the first hop, the final destination was judged by
+        // the hooks alone, and a legitimate application has no use for it.
+        return report(
+            mode,
+            cgroup,
+            &to,
+            protocol as u8,
+            egress_reason::SOURCE_ROUTE,
+        );
+    }
+    if exempt_destination(&to) || link_scope(&to) {
+        return Verdict::Pass;
+    }
+    report(mode, cgroup, &to, protocol as u8, egress_reason::RAW_SOCKET)
+}
+
+/// Whether an outgoing packet carries IPv4 options or an IPv6 hop-by-hop, routing or
+/// destination-options header: where source routing hides (LSRR/SSRR, an SRH).
+#[inline(always)]
+fn source_routed(skb: &SkBuffContext) -> bool {
+    let Ok(first) = skb.load::<u8>(0) else {
+        return false;
+    };
+    match first >> 4 {
+        4 => first & 0x0f > 5,
+        6 => matches!(skb.load::<u8>(6), Ok(0 | 43 | 60)),
+        _ => false,
+    }
+}
+
+/// Link-scope destinations (neighbour discovery, MLD, IGMP: the kernel's own raw
+/// sockets carry their creator's cgroup): ff02::/16, fe80::/10, 224.0.0.0/24. They never
+/// leave the link.
+#[inline(always)]
+fn link_scope(to: &Endpoint) -> bool {
+    if to.is_v4_mapped() {
+        let [a, b, c, _] = to.addr[3].to_ne_bytes();
+        return a == 224 && b == 0 && c == 0;
+    }
+    let [a, b, _, _] = to.addr[0].to_ne_bytes();
+    (a == 0xff && b == 0x02) || (a == 0xfe && b & 0xc0 == 0x80)
 }
 
 /// The destination address (port 0) of an outgoing IPv4 or IPv6 packet.
@@ -204,7 +245,7 @@ fn report(mode: u32, cgroup: u64, to: &Endpoint, protocol: u8, reason: u8) -> Ve
 /// agent's listeners, allowed networks.
 #[inline(always)]
 fn exempt_destination(to: &Endpoint) -> bool {
-    if dns::is_local(to) {
+    if loopback_or_unspecified(to) {
         return true;
     }
     if let Some(proxy) = CONFIG.get(0)
@@ -218,4 +259,16 @@ fn exempt_destination(to: &Endpoint) -> bool {
         return true;
     }
     ALLOWED_NETS.get(Key::new(128, to.addr)).is_some()
+}
+
+/// 127.0.0.0/8 and 0.0.0.0 (mapped), ::1 and ::. Not the rest of 0.0.0.0/8: since Linux
+/// 5.3 those are ordinary unicast addresses that leave through the routes.
+#[inline(always)]
+fn loopback_or_unspecified(at: &Endpoint) -> bool {
+    if at.is_v4_mapped() {
+        at.addr[3] == 0 || at.addr[3].to_ne_bytes()[0] == 127
+    } else {
+        let loopback = u32::from_ne_bytes([0, 0, 0, 1]);
+        at.addr[..3] == [0, 0, 0] && (at.addr[3] == 0 || at.addr[3] == loopback)
+    }
 }

@@ -30,7 +30,7 @@ use aya::{
     },
 };
 pub use dns::{DnsMaps, DnsPending, Heartbeat, VirtualHostPins};
-pub use egress::{EgressEvents, EgressMaps, MAX_ALLOWED_NETS, NetPrefix};
+pub use egress::{EgressEvents, EgressMaps, MAX_ALLOWED_NETS, NetPrefix, exempt_agent_cgroup};
 pub use id_key::id_key;
 pub use install::{MigrateReqWas, record_migrate_req, recorded_migrate_req, uninstall};
 use install::{ensure_layout, ensure_same_cgroup};

@@ -69,6 +69,11 @@ pub struct EgressSettings {
     pub pod_trees: Option<Vec<u64>>,
     /// Pod cgroups whose namespace's label chose a mode of its own (Kubernetes).
     pub pod_modes: BTreeMap<u64, EgressPolicy>,
+    /// Whether everything these settings come from was listed (Kubernetes: Namespaces,
+    /// cluster ranges, this node's pods). Until then the maps are only added to: a
+    /// restarting agent whose API server is slow must not take away the modes and
+    /// networks the previous agent pinned.
+    pub complete: bool,
 }
 
 impl EgressSettings {
@@ -128,7 +133,9 @@ pub fn write(
     let nets: Vec<NetPrefix> = (settings.allowed.iter())
         .map(|net| NetPrefix::new(net.addr(), net.prefix_len()))
         .collect();
-    maps.sync_nets(&nets)?;
+    // Incomplete settings only add: see `EgressSettings::complete`.
+    let prune = settings.complete;
+    maps.sync_nets(&nets, prune)?;
     let mode = settings.default.mode();
     let mut config = EgressConfig {
         default_mode: mode,
@@ -143,8 +150,8 @@ pub fn write(
     };
     // A pod's own entry is deeper than its tree's top: the deepest listed one wins.
     modes.extend((settings.pod_modes.iter()).map(|(cgroup, policy)| (*cgroup, policy.mode())));
-    let changed = maps.sync_cgroup_modes(&modes)?;
-    if settings.active() {
+    let changed = maps.sync_cgroup_modes(&modes, prune)?;
+    if settings.active() || (!prune && maps.is_active()?) {
         config.flags |= EgressConfig::ACTIVE;
     }
     maps.write_config(config)?;
@@ -152,7 +159,7 @@ pub fn write(
 }
 
 /// The cgroup id (the directory's inode) of this process's cgroup v2 cgroup.
-fn own_cgroup(mount: &Path) -> io::Result<u64> {
+pub fn own_cgroup(mount: &Path) -> io::Result<u64> {
     use std::os::unix::fs::MetadataExt;
     let listed = std::fs::read_to_string("/proc/self/cgroup")?;
     let path = (listed.lines())

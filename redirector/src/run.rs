@@ -65,6 +65,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         Some(path) => path.clone(),
         None => cgroup2_root().context("finding the cgroup2 mount (pass --cgroup)")?,
     };
+    egress::exempt_self_early(&args);
     let resolver = Resolver::from_system()?;
     let shutdown = CancellationToken::new();
     let (pods_tx, mut pods_rx) = tokio::sync::watch::channel(Pods::new());

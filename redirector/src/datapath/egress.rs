@@ -10,7 +10,7 @@ use aya::maps::{
 };
 use redirector_common::{EgressConfig, map_names};
 
-use super::{DatapathError, endpoint};
+use super::{DatapathError, PinLayout, endpoint};
 
 /// How many networks `--allow-cidr` and the cluster's ranges may name together.
 pub const MAX_ALLOWED_NETS: u32 = 4096;
@@ -118,13 +118,20 @@ impl EgressMaps {
         }
     }
 
+    /// Whether the settings in force let the hooks refuse or audit anything.
+    pub fn is_active(&self) -> Result<bool, DatapathError> {
+        let config = (self.config.get(&0, 0)).map_err(map_error(map_names::EGRESS_CONFIG))?;
+        Ok(config.flags & EgressConfig::ACTIVE != 0)
+    }
+
     pub fn write_config(&mut self, config: EgressConfig) -> Result<(), DatapathError> {
         (self.config.set(0, config, 0)).map_err(map_error(map_names::EGRESS_CONFIG))
     }
 
     /// Makes the allowed networks equal to `desired`: new ones first, so nothing allowed
     /// before and after is ever missing in between.
-    pub fn sync_nets(&mut self, desired: &[NetPrefix]) -> Result<(), DatapathError> {
+    /// Without `prune`, networks not in `desired` are kept.
+    pub fn sync_nets(&mut self, desired: &[NetPrefix], prune: bool) -> Result<(), DatapathError> {
         let error = map_error(map_names::ALLOWED_NETS);
         let current: Vec<Key<[u32; 4]>> =
             self.nets.keys().collect::<Result<_, _>>().map_err(error)?;
@@ -135,17 +142,19 @@ impl EgressMaps {
         for key in current {
             let wanted =
                 (desired.iter()).any(|net| net.len == key.prefix_len() && net.addr == key.data());
-            if !wanted {
+            if prune && !wanted {
                 (self.nets.remove(&key)).map_err(map_error(map_names::ALLOWED_NETS))?;
             }
         }
         Ok(())
     }
 
-    /// Makes the per-cgroup modes equal to `desired`; returns (written, removed).
+    /// Makes the per-cgroup modes equal to `desired` (without `prune`, entries not in it
+    /// are kept); returns (written, removed).
     pub fn sync_cgroup_modes(
         &mut self,
         desired: &BTreeMap<u64, u32>,
+        prune: bool,
     ) -> Result<(usize, usize), DatapathError> {
         let error = || map_error(map_names::CGROUP_MODES);
         let current: BTreeMap<u64, u32> =
@@ -158,7 +167,7 @@ impl EgressMaps {
             }
         }
         let stale: Vec<u64> = (current.keys())
-            .filter(|cgroup| !desired.contains_key(*cgroup))
+            .filter(|cgroup| prune && !desired.contains_key(*cgroup))
             .copied()
             .collect();
         for cgroup in &stale {
@@ -171,6 +180,23 @@ impl EgressMaps {
     pub fn add_agent_cgroup(&mut self, cgroup: u64) -> Result<(), DatapathError> {
         (self.agent_cgroups.insert(cgroup, 1, 0)).map_err(map_error(map_names::AGENT_CGROUPS))
     }
+}
+
+/// Lists `cgroup` (the agent's own) in the pinned `AGENT_CGROUPS` of an installed
+/// datapath, before anything else runs: a restarting agent in a new cgroup (a new
+/// container) must reach its API server and resolver under a pinned `deny` before the
+/// datapath is installed again. `false`: nothing is pinned (nothing is enforced either).
+pub fn exempt_agent_cgroup(layout: &PinLayout, cgroup: u64) -> Result<bool, DatapathError> {
+    let path = layout.map(map_names::AGENT_CGROUPS);
+    if !path.exists() {
+        return Ok(false);
+    }
+    let error = || map_error(map_names::AGENT_CGROUPS);
+    let data = MapData::from_pin(&path).map_err(error())?;
+    let map = aya::maps::Map::from_map_data(data).map_err(error())?;
+    let mut cgroups: HashMap<MapData, u64, u32> = HashMap::try_from(map).map_err(error())?;
+    cgroups.insert(cgroup, 1, 0).map_err(error())?;
+    Ok(true)
 }
 
 #[cfg(test)]

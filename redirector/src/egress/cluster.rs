@@ -84,15 +84,18 @@ pub fn channels(pods: watch::Receiver<Pods>) -> (ClusterFeeds, ClusterView) {
 /// Waits at most `within` for the Namespaces, the ranges and this node's pods to be
 /// listed, so that the first write of the policy already holds them: a restarting
 /// agent must not take a labelled namespace's mode or a cluster range away, even
-/// briefly. What is not listed in time is written when it is.
-pub async fn wait_listed(view: &mut ClusterView, within: Duration) {
+/// briefly. What is not listed in time is written when it is; until everything is,
+/// writes only add (`EgressSettings::complete`). Returns whether the pods were listed.
+pub async fn wait_listed(view: &mut ClusterView, within: Duration) -> bool {
+    let mut pods_listed = false;
     let listed = async {
         let _ = view.namespaces.wait_for(Option::is_some).await;
         let _ = view.ranges.wait_for(ClusterRanges::listed).await;
         // The source sends once the pods are listed, even when there are none.
-        let _ = view.pods.changed().await;
+        pods_listed = view.pods.changed().await.is_ok();
     };
-    if tokio::time::timeout(within, listed).await.is_err() {
+    let timed_out = tokio::time::timeout(within, listed).await.is_err();
+    if timed_out {
         let ranges = view.ranges.borrow().clone();
         tracing::warn!(
             namespaces_listed = view.namespaces.borrow().is_some(),
@@ -104,6 +107,7 @@ pub async fn wait_listed(view: &mut ClusterView, within: Duration) {
              agent's RBAC in deploy/: list and watch on namespaces, nodes, servicecidrs)"
         );
     }
+    pods_listed
 }
 
 /// Each labelled namespace's mode. An invalid value leaves the namespace's pods at the
@@ -174,6 +178,8 @@ pub struct Planner {
     warned: NamespaceLabels,
     /// The namespace modes last logged.
     logged: Option<BTreeMap<String, EgressPolicy>>,
+    /// Whether this node's pods were listed: until then none is known to be gone.
+    pods_listed: bool,
 }
 
 impl Planner {
@@ -184,13 +190,20 @@ impl Planner {
             root,
             warned: NamespaceLabels::new(),
             logged: None,
+            pods_listed: false,
         }
+    }
+
+    /// This node's pods have been listed (the source sends them once it has).
+    pub fn pods_listed(&mut self) {
+        self.pods_listed = true;
     }
 
     /// The settings for what `view` holds now, and how many pods of labelled namespaces
     /// have no cgroup yet.
     pub fn plan(&mut self, view: &mut ClusterView) -> (EgressSettings, usize) {
         let labels = view.namespaces.borrow_and_update().clone();
+        let labels_listed = labels.is_some();
         let ranges = view.ranges.borrow_and_update().clone();
         let pods = view.pods.borrow_and_update().clone();
         let modes = namespace_modes(&labels.unwrap_or_default(), self.default, &mut self.warned);
@@ -208,6 +221,7 @@ impl Planner {
             allowed: allowed(&self.allow_cidrs, &ranges),
             pod_trees: Some(pod_trees(&self.root)),
             pod_modes: pod_modes(&modes, &pods, &cgroups),
+            complete: labels_listed && ranges.listed() && self.pods_listed,
         };
         (settings, wanted - cgroups.len())
     }
@@ -270,7 +284,10 @@ impl EgressSync {
                 () = shutdown.cancelled() => return,
                 changed = view.namespaces.changed() => changed,
                 changed = view.ranges.changed() => changed,
-                changed = view.pods.changed() => changed,
+                changed = view.pods.changed() => {
+                    self.planner.pods_listed();
+                    changed
+                }
                 () = tokio::time::sleep(retry), if missing > 0 => {
                     retry = (retry * 2).min(RETRY_MAX);
                     continue;

@@ -90,7 +90,13 @@ pub fn spawn_reader(
                     reader.metrics.lost.set(lost.count().try_into().unwrap_or(i64::MAX));
                 }
                 ready = ring.readable_mut() => {
-                    let Ok(mut guard) = ready else { return };
+                    let mut guard = match ready {
+                        Ok(guard) => guard,
+                        Err(error) => {
+                            tracing::error!(%error, "the egress policy's event ring buffer cannot be read: refusals are no longer counted or logged (the policy itself holds)");
+                            return;
+                        }
+                    };
                     let ring = guard.get_inner_mut();
                     let mut events = Vec::new();
                     while let Some(item) = ring.next() {
@@ -227,6 +233,7 @@ fn reason_name(reason: u8) -> &'static str {
         egress_reason::UNDECLARED_ADDRESS => "undeclared_address",
         egress_reason::UNDECLARED_PORT => "undeclared_port",
         egress_reason::RAW_SOCKET => "raw_socket",
+        egress_reason::SOURCE_ROUTE => "source_route",
         _ => "other",
     }
 }

@@ -133,7 +133,12 @@ async fn handle(
         let started = Instant::now();
         let table = context.shared.table();
         let reply = match answer::decide(&query, record.scope, &table, &context.answering) {
-            Decision::Answer(answer) => Some((answer, Outcome::Answered)),
+            Decision::Answer(answer) => {
+                if let Some(names) = &context.names {
+                    names.remember_answer(record.cgroup, &answer);
+                }
+                Some((answer, Outcome::Answered))
+            }
             Decision::Forward => {
                 let Some(nameserver) = nameserver else {
                     context.metrics.record(Outcome::Failed, started.elapsed());

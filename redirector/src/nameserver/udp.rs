@@ -39,6 +39,11 @@ pub async fn serve(socket: Arc<UdpSocket>, context: Arc<Context>, shutdown: Canc
         let table = context.shared.table();
         match answer::decide(query, record.scope, &table, &context.answering) {
             Decision::Answer(answer) => {
+                // A Backend name's virtual addresses: a refusal of an undeclared port of
+                // one names the hostname too.
+                if let Some(names) = &context.names {
+                    names.remember_answer(record.cgroup, &answer);
+                }
                 let outcome = match socket.send_to(&answer, peer).await {
                     Ok(_) => Outcome::Answered,
                     Err(_) => Outcome::Failed,

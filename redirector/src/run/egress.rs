@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 use super::cgroup2_root;
 use crate::{
     cli::RunArgs,
-    datapath::EgressMaps,
+    datapath::{self, EgressMaps, PinLayout},
     egress::{
         self, EgressMetrics, EgressPolicy, EgressSettings,
         cluster::{ClusterView, EgressSync, Planner, wait_listed},
@@ -46,9 +46,12 @@ pub async fn start(
     let names = match args.kubernetes {
         true => {
             let root = args.pod_cgroup_root.as_deref().unwrap_or(cgroup);
-            wait_listed(&mut view, LIST_TIMEOUT).await;
+            let pods_listed = wait_listed(&mut view, LIST_TIMEOUT).await;
             let allow = args.egress.allow_cidrs.clone();
             let mut planner = Planner::new(policy, allow, root.to_path_buf());
+            if pods_listed {
+                planner.pods_listed();
+            }
             let (settings, _) = planner.plan(&mut view);
             let no_trees = settings.pod_trees.as_ref().is_none_or(Vec::is_empty);
             if no_trees && settings.active() {
@@ -67,6 +70,7 @@ pub async fn start(
                 allowed: args.egress.allow_cidrs.clone(),
                 pod_trees: None,
                 pod_modes: Default::default(),
+                complete: true,
             };
             egress::install(&mut maps, &settings, &mount, attached)?;
             (policy != EgressPolicy::Allow)
@@ -78,4 +82,23 @@ pub async fn start(
             .context("reading the egress policy's events")?;
     }
     Ok(names)
+}
+
+/// Before anything of the agent's connects: its own cgroup is listed in a pinned policy
+/// (a restart or an upgrade in a new container, under `deny`). Failing here is logged,
+/// not fatal: the policy is written whole once the datapath is installed.
+pub fn exempt_self_early(args: &RunArgs) {
+    let layout = PinLayout::new(&args.bpffs.bpffs);
+    let own = cgroup2_root().and_then(|mount| Ok(egress::own_cgroup(&mount)?));
+    match own.map(|own| (own, datapath::exempt_agent_cgroup(&layout, own))) {
+        Ok((own, Ok(true))) => tracing::debug!(
+            cgroup = own,
+            "the agent's cgroup exempt in the pinned egress policy"
+        ),
+        Ok((_, Ok(false))) => {}
+        Ok((own, Err(error))) => {
+            tracing::warn!(cgroup = own, error = %anyhow::Error::from(error), "cannot exempt the agent's cgroup from the pinned egress policy yet: its API requests may be refused until the datapath is installed")
+        }
+        Err(error) => tracing::warn!(error = %error, "cannot find the agent's own cgroup"),
+    }
 }

@@ -42,6 +42,22 @@ except OSError as e:
 print("sent")
 "#;
 
+/// A UDP datagram to an allowed address, loose-source-routed through the undeclared
+/// one (IP_OPTIONS LSRR): the hooks see the allowed destination, the packet goes to the
+/// first hop.
+const SOURCE_ROUTED: &str = r#"
+import socket, sys
+hop = bytes(int(b) for b in sys.argv[1].split("."))
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(socket.IPPROTO_IP, socket.IP_OPTIONS, bytes([0x83, 7, 4]) + hop + bytes([1]))
+try:
+    s.sendto(b"egress-lsrr", (sys.argv[2], 9999))
+except OSError as e:
+    print("errno", e.errno)
+    sys.exit(3)
+print("sent")
+"#;
+
 /// What each kind of socket got when sending to the undeclared address.
 #[derive(Debug)]
 struct Attempts {
@@ -49,19 +65,26 @@ struct Attempts {
     udp: Output,
     ping: Output,
     raw: Output,
+    source_routed: Output,
 }
 
 impl Attempts {
+    fn all(&self) -> [&Output; 5] {
+        [
+            &self.curl,
+            &self.udp,
+            &self.ping,
+            &self.raw,
+            &self.source_routed,
+        ]
+    }
+
     fn all_failed(&self) -> bool {
-        [&self.curl, &self.udp, &self.ping, &self.raw]
-            .iter()
-            .all(|o| !o.status.success())
+        self.all().iter().all(|o| !o.status.success())
     }
 
     fn all_succeeded(&self) -> bool {
-        [&self.curl, &self.udp, &self.ping, &self.raw]
-            .iter()
-            .all(|o| o.status.success())
+        self.all().iter().all(|o| o.status.success())
     }
 }
 
@@ -96,6 +119,10 @@ fn attempt(bed: &CaptureBed) -> (Attempts, usize) {
         udp: run("python3", &["-c", UDP_SEND, POD_VIEW_V4, "9999"]),
         ping: run("ping", &["-n", "-c", "1", "-W", "2", POD_VIEW_V4]),
         raw: run("python3", &["-c", RAW_SYN, POD_VIEW_V4, UNDECLARED_PORT]),
+        source_routed: run(
+            "python3",
+            &["-c", SOURCE_ROUTED, POD_VIEW_V4, &EXT_V4.to_string()],
+        ),
     };
     let fence = capture::send_fence(&topo.node);
     let pcap = wire.stop_after(fence);
@@ -122,7 +149,7 @@ fn deny_lets_nothing_undeclared_leave_whatever_the_socket_and_with_no_agent() {
     assert_eq!(leaked, 0, "packets to {POD_VIEW_V4} crossed the wire");
     let said = String::from_utf8_lossy(&attempts.curl.stderr);
     assert!(said.contains("not permitted"), "curl: {said}");
-    for refused in [&attempts.udp, &attempts.raw] {
+    for refused in [&attempts.udp, &attempts.raw, &attempts.source_routed] {
         assert_eq!(
             String::from_utf8_lossy(&refused.stdout).trim(),
             "errno 1",
@@ -136,6 +163,10 @@ fn deny_lets_nothing_undeclared_leave_whatever_the_socket_and_with_no_agent() {
         crate::support::poll(|| denied(&bed, "undeclared_address", "deny"), |n| *n >= 3.0);
     assert!(counted >= 3.0, "TCP, UDP and ping's UDP connect: {counted}");
     assert!(denied(&bed, "raw_socket", "deny") >= 1.0, "the raw SYN");
+    assert!(
+        denied(&bed, "source_route", "deny") >= 1.0,
+        "the source-routed datagram"
+    );
     let line = bed
         .agent()
         .wait_for_log(&format!("{POD_VIEW_V4}:{UNDECLARED_PORT}"))
@@ -174,6 +205,27 @@ fn deny_lets_nothing_undeclared_leave_whatever_the_socket_and_with_no_agent() {
     let (attempts, leaked) = attempt(&bed);
     assert!(attempts.all_failed(), "with no agent: {attempts:#?}");
     assert_eq!(leaked, 0, "with no agent");
+    // Once capture stops (the heartbeat goes stale), port 53 is judged like any port:
+    // the allowed nameserver answers, an undeclared address gets nothing.
+    let pod_view: std::net::IpAddr = POD_VIEW_V4.parse().expect("address");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(8);
+    while !bed.resolve("elsewhere.test").contains(&pod_view) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "DNS never came back without the agent"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let topo = &bed.bed.topo;
+    let dns = (topo
+        .spawn_in_pod("python3", ["-c", UDP_SEND, POD_VIEW_V4, "53"])
+        .output())
+    .expect("python3");
+    assert_eq!(
+        String::from_utf8_lossy(&dns.stdout).trim(),
+        "errno 1",
+        "{dns:?}"
+    );
     bed.start_agent(&[
         "--egress-policy",
         "deny",
@@ -201,6 +253,7 @@ fn audit_lets_everything_through_and_reports_what_deny_would_refuse() {
     );
     assert!(counted >= 2.0, "{counted}");
     assert!(denied(&bed, "raw_socket", "audit") >= 2.0);
+    assert!(denied(&bed, "source_route", "audit") >= 1.0);
     let line = bed
         .agent()
         .wait_for_log("egress audited")
@@ -214,7 +267,7 @@ fn allow_lets_everything_through_and_reports_nothing() {
     let _server = bed.bed.serve(&format!("[::]:{UNDECLARED_PORT}"));
     let (attempts, reached) = attempt(&bed);
     assert!(attempts.all_succeeded(), "{attempts:#?}");
-    assert!(reached >= 4, "{reached}");
+    assert!(reached >= 5, "{reached}");
     assert_eq!(denied(&bed, "undeclared_address", "deny"), 0.0);
     assert_eq!(denied(&bed, "undeclared_address", "audit"), 0.0);
 }

@@ -61,6 +61,7 @@ fn active_whenever_any_mode_in_force_is_not_allow() {
         allowed: Vec::new(),
         pod_trees: Some(vec![1]),
         pod_modes: BTreeMap::from([(2, EgressPolicy::Allow)]),
+        complete: true,
     };
     assert!(!settings.active());
     settings.pod_modes.insert(3, EgressPolicy::Audit);
@@ -115,6 +116,19 @@ async fn the_plan_maps_labelled_pods_found_under_the_root() {
     // uid-b's cgroup is missing; team-c's pods need none (the tree gives the default).
     assert_eq!(missing, 1);
     assert_eq!(planner.warned, labels(&[("team-c", "bogus")]));
+    // Neither the ranges nor (as far as the planner knows) the pods are listed yet: a
+    // write of these settings only adds to what is pinned.
+    assert!(!settings.complete);
+    planner.pods_listed();
+    assert!(
+        !planner.plan(&mut view).0.complete,
+        "the ranges are not listed"
+    );
+    feeds.ranges.send_replace(ClusterRanges {
+        nodes: Some(Vec::new()),
+        services: Some(Vec::new()),
+    });
+    assert!(planner.plan(&mut view).0.complete);
 }
 
 /// A pod of `namespace` (its name and service account do not matter here).
