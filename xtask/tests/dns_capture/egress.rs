@@ -8,7 +8,7 @@
 use std::{net::Ipv4Addr, process::Output};
 
 use crate::{
-    CaptureBed, POD_VIEW_V4, PodResolver, support::capture, support::tls::metrics,
+    CaptureBed, POD_VIEW_V4, POD_VIEW_V6, PodResolver, support::capture, support::tls::metrics,
     zone_with_elsewhere,
 };
 use xtask::netlab::{EXT_V4, NODE_EXT_V4, agent::metric_sample};
@@ -19,7 +19,8 @@ const UNDECLARED_PORT: &str = "9090";
 
 const UDP_SEND: &str = r#"
 import socket, sys
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+family = socket.AF_INET6 if ":" in sys.argv[1] else socket.AF_INET
+s = socket.socket(family, socket.SOCK_DGRAM)
 try:
     s.sendto(b"egress-udp", (sys.argv[1], int(sys.argv[2])))
 except OSError as e:
@@ -197,6 +198,13 @@ fn deny_lets_nothing_undeclared_leave_whatever_the_socket_and_with_no_agent() {
     );
     let counted = crate::support::poll(|| denied(&bed, "undeclared_port", "deny"), |n| *n >= 1.0);
     assert_eq!(counted, 1.0, "undeclared_port");
+    // IPv6 alike: TCP and UDP to the undeclared address's IPv6 twin are refused.
+    let v6 = bed.bed.connect(&format!("[{POD_VIEW_V6}]:{UNDECLARED_PORT}"), &["-6"]);
+    assert!(!v6.ok(), "TCP over IPv6: {:?}", v6.json);
+    let topo = &bed.bed.topo;
+    let udp6 = (topo.spawn_in_pod("python3", ["-c", UDP_SEND, POD_VIEW_V6, "9999"]).output())
+        .expect("python3");
+    assert_eq!(String::from_utf8_lossy(&udp6.stdout).trim(), "errno 1", "{udp6:?}");
     drop(server);
 
     // No agent: the pinned policy still refuses. A new agent: the same.
