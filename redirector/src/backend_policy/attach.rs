@@ -90,6 +90,16 @@ pub fn attach<'a>(
                 reject(&mut out, field, message);
                 accepted = false;
             }
+            if policy.rules.is_some() && !facts.speaks_http {
+                // Rules are judged per request: on bytes they could not be enforced.
+                let message = format!(
+                    "rules cannot apply to XBackend {}/{name}: its protocol is TCP (bytes \
+                     the proxy does not parse)",
+                    policy.namespace
+                );
+                reject(&mut out, "spec.rules".to_owned(), message);
+                accepted = false;
+            }
             if policy.credentials.is_empty() {
                 continue;
             }

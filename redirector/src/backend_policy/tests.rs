@@ -124,7 +124,10 @@ fn credentials_need_a_tls_http_backend() {
     ] {
         let attached = attach_one(&policy, Some(facts), Some(b"k"));
         assert!(attached.applied.is_empty());
-        assert_eq!(attached.rejected[0].error.field(), Some("spec.credentials"));
+        let fields: Vec<_> = attached.rejected.iter().map(|r| r.error.field()).collect();
+        assert!(fields.contains(&Some("spec.credentials")), "{fields:?}");
+        // Rules need requests to judge.
+        assert_eq!(fields.contains(&Some("spec.rules")), !facts.speaks_http);
     }
     let unknown = attach_one(&policy, None, Some(b"k"));
     assert_eq!(

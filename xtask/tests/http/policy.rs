@@ -178,8 +178,18 @@ fn backend_policy_injects_keys_and_enforces_rules() {
     let reason = [("backend", API_BACKEND), ("reason", "policy_unresolved")];
     t.assert_sample(ERRORS, &reason, 1.0);
 
-    // The key is nowhere but on the wire to the upstream.
+    // `/backends` names the policy and why the Backend's requests are refused.
     let backends_json = admin_get(&t.bed.topo.node, "/backends");
+    let rows: serde_json::Value = serde_json::from_slice(&backends_json.stdout).expect("JSON");
+    let row = (rows.as_array().into_iter().flatten())
+        .find(|row| row["name"] == API_BACKEND)
+        .unwrap_or_else(|| panic!("{API_BACKEND} in {rows}"));
+    assert_eq!(row["policy"], "demo/keys", "{row}");
+    assert_eq!(row["state"], "RefError", "{row}");
+    let reason = row["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("Secret demo/api-key not found"), "{row}");
+
+    // The key is nowhere but on the wire to the upstream.
     let seen = [
         t.agent.logs().join("\n"),
         t.metrics(),
