@@ -112,6 +112,14 @@ fn backend_policy_injects_keys_and_enforces_rules() {
         let own = t.curl(&[flag, "-H", "Authorization: Bearer mine", &api]);
         assert_eq!(echoed(&own), bearer(KEY), "{flag}");
     }
+    // Naming it hop-by-hop does not take it off.
+    let listed = [
+        "--http1.1",
+        "-H",
+        "Connection: keep-alive, Authorization",
+        &api,
+    ];
+    assert_eq!(echoed(&t.curl(&listed)), bearer(KEY));
 
     // The policy on the Backend without TLS is not applied: nothing is added.
     let plain_url = url("echo.redirector.test", PLAIN_PORT, "/echo/x");

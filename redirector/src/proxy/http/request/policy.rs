@@ -2,7 +2,7 @@
 //! its credentials cannot be resolved (503, never sent without them); otherwise its
 //! credential headers set, replacing whatever the client sent under those names.
 
-use http::Request;
+use http::{HeaderMap, HeaderName, HeaderValue, Request, header::CONNECTION};
 use hyper::body::Incoming;
 
 use super::Context;
@@ -65,10 +65,45 @@ impl Context {
             ));
         }
         let map = req.headers_mut();
+        unlist(map, headers.iter().map(|(name, _)| name));
         for (name, value) in headers {
             // `insert` drops every value the client sent under the name.
             map.insert(name.clone(), value.value().clone());
         }
         Ok(())
+    }
+}
+
+/// Takes `names` out of the client's `Connection` header: a name listed there is
+/// stripped as hop-by-hop before the request goes upstream, which would send it
+/// without the credential.
+fn unlist<'a>(map: &mut HeaderMap, names: impl Iterator<Item = &'a HeaderName> + Clone) {
+    if !map.contains_key(CONNECTION) {
+        return;
+    }
+    let listed = |token: &str| {
+        names
+            .clone()
+            .any(|n| n.as_str().eq_ignore_ascii_case(token))
+    };
+    let tokens: Vec<String> = (map.get_all(CONNECTION).iter())
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .filter(|token| !token.is_empty())
+        .map(str::to_owned)
+        .collect();
+    if !tokens.iter().any(|t| listed(t)) {
+        return;
+    }
+    let kept: Vec<&str> = (tokens.iter())
+        .map(String::as_str)
+        .filter(|t| !listed(t))
+        .collect();
+    map.remove(CONNECTION);
+    if let Ok(value) = HeaderValue::from_str(&kept.join(", "))
+        && !kept.is_empty()
+    {
+        map.insert(CONNECTION, value);
     }
 }
