@@ -11,6 +11,7 @@
 //! `crd/tests` compares its structure with an expectation rewritten from upstream.
 
 mod builder;
+mod policy;
 mod spec;
 mod status;
 #[cfg(test)]
@@ -36,6 +37,11 @@ pub const CHANNEL: &str = "experimental";
 pub fn crd_yaml() -> String {
     // Serialising a `serde_json::Value` cannot fail: every key is a string.
     serde_yaml_ng::to_string(&crd()).unwrap_or_else(|e| unreachable!("CRD to YAML: {e}"))
+}
+
+/// The BackendPolicy CustomResourceDefinition as YAML.
+pub fn policy_crd_yaml() -> String {
+    serde_yaml_ng::to_string(&policy::crd()).unwrap_or_else(|e| unreachable!("CRD to YAML: {e}"))
 }
 
 /// The CustomResourceDefinition (`apiextensions.k8s.io/v1`) as a JSON value.
