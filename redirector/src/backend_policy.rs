@@ -24,7 +24,7 @@ pub use attach::{Applied, Attachment, SecretLookup, TargetFacts, attach};
 pub use model::{API_VERSION, KIND};
 pub use rules::RequestFacts;
 pub use secret::SensitiveHeader;
-pub use validate::{BackendPolicy, PathMatch, Rule, Sources, validate};
+pub use validate::{BackendPolicy, Credential, PathMatch, Rule, Sources, validate};
 
 /// Why a policy (or one of its fields) cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -35,6 +35,9 @@ pub enum PolicyError {
     /// The policy is valid but cannot attach to its target (reported with its path).
     #[error("{field}: {message}")]
     NotAccepted { field: String, message: String },
+    /// Another, older policy sets the field on the same Backend (reported with its path).
+    #[error("{field}: {message}")]
+    Conflicted { field: String, message: String },
     /// A credential's Secret or key is missing or unusable: requests to the Backend are
     /// refused rather than sent without the key.
     #[error("{0}")]
@@ -52,7 +55,9 @@ impl PolicyError {
     /// The field path, for problems located like XBackend ones.
     pub fn field(&self) -> Option<&str> {
         match self {
-            Self::Invalid { field, .. } | Self::NotAccepted { field, .. } => Some(field),
+            Self::Invalid { field, .. }
+            | Self::NotAccepted { field, .. }
+            | Self::Conflicted { field, .. } => Some(field),
             Self::Unresolved(_) => None,
         }
     }
@@ -60,7 +65,9 @@ impl PolicyError {
     /// The message without the field.
     pub fn message(&self) -> &str {
         match self {
-            Self::Invalid { message, .. } | Self::NotAccepted { message, .. } => message,
+            Self::Invalid { message, .. }
+            | Self::NotAccepted { message, .. }
+            | Self::Conflicted { message, .. } => message,
             Self::Unresolved(message) => message,
         }
     }

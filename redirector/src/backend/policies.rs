@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::directory::{Catalog, Problem};
 use super::validate::{Backend, ObjectKey, TlsMode};
-use crate::backend_policy::{self, Attachment, SecretLookup, TargetFacts};
+use crate::backend_policy::{self, Attachment, PolicyError, SecretLookup, TargetFacts};
 
 /// Which policy applies to which Backend, and which are rejected.
 /// `backends`: the Backends in force (the agent keeps the last good version of a broken
@@ -54,7 +54,12 @@ pub fn policy_problems(catalog: &Catalog, attachment: &Attachment) -> Vec<Proble
                 file,
                 object: Some(format!("{} {}", backend_policy::KIND, rejection.policy)),
                 field: rejection.error.field().map(str::to_owned),
-                message: format!("not accepted: {}", rejection.error.message()),
+                message: match rejection.error {
+                    PolicyError::Conflicted { .. } => {
+                        format!("Conflicted: {}", rejection.error.message())
+                    }
+                    _ => format!("not accepted: {}", rejection.error.message()),
+                },
             }
         })
         .collect()

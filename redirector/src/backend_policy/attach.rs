@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use http::HeaderName;
 
-use super::{BackendPolicy, PolicyError, Rule, SensitiveHeader};
+use super::{BackendPolicy, Credential, PolicyError, Rule, SensitiveHeader};
 
 /// What attachment needs to know of a target Backend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,7 +29,7 @@ pub enum SecretLookup<'a> {
 /// The policy in force for one Backend.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Applied {
-    /// `namespace/name` of the policy, for logs.
+    /// `namespace/name` of the policies merged here (oldest first), for logs.
     pub policy: String,
     pub namespace: String,
     /// The headers to set, or why they cannot be (then every request gets 503).
@@ -53,123 +53,174 @@ pub struct Attachment {
 }
 
 /// Attaches `policies` (in any order) to the Backends `target` knows, with the Secrets
-/// `secret` finds. Several policies on one Backend: the first by namespace/name applies
-/// and the others are rejected as conflicting (directory mode has no creation time).
+/// `secret` finds. Several policies on one Backend merge field by field, the oldest
+/// winning each field (Gateway API's rule for policies): a credential per header name,
+/// `rules` as a whole. A policy that loses a field is reported `Conflicted` for it; its
+/// other fields still apply. Age is `metadata.creationTimestamp`; policies without one
+/// (directory mode) come after, by namespace/name.
 pub fn attach<'a>(
     policies: &[Arc<BackendPolicy>],
     target: impl Fn(&str, &str) -> Option<TargetFacts>,
     secret: impl Fn(&str, &str, &str) -> SecretLookup<'a>,
 ) -> Attachment {
     let mut sorted: Vec<&Arc<BackendPolicy>> = policies.iter().collect();
-    sorted.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+    sorted.sort_by_key(|p| (p.created.is_none(), p.created.clone(), p.label()));
     let mut out = Attachment::default();
+    let mut by_target: BTreeMap<(String, String), Vec<&BackendPolicy>> = BTreeMap::new();
     for policy in sorted {
-        let label = format!("{}/{}", policy.namespace, policy.name);
-        let reject = |out: &mut Attachment, field: String, message: String| {
-            let error = PolicyError::NotAccepted { field, message };
-            out.rejected.push(Rejection {
-                policy: label.clone(),
-                error,
-            });
-        };
-        let mut accepted = true;
-        for (i, name) in policy.targets.iter().enumerate() {
-            let field = format!("spec.targetRefs[{i}].name");
-            let Some(facts) = target(&policy.namespace, name) else {
-                let message = format!("no XBackend {}/{name}", policy.namespace);
-                reject(&mut out, field, message);
-                accepted = false;
-                continue;
-            };
-            let key = (policy.namespace.clone(), name.clone());
-            if let Some(first) = out.applied.get(&key) {
-                let message = format!(
-                    "Conflicted: XBackend {}/{name} already has policy {}",
-                    policy.namespace, first.policy
-                );
-                reject(&mut out, field, message);
-                accepted = false;
+        let errors = fit(policy, &target);
+        if errors.is_empty() {
+            for name in &policy.targets {
+                let key = (policy.namespace.clone(), name.clone());
+                by_target.entry(key).or_default().push(policy);
             }
-            if policy.rules.is_some() && !facts.speaks_http {
-                // Rules are judged per request: on bytes they could not be enforced.
-                let message = format!(
-                    "rules cannot apply to XBackend {}/{name}: its protocol is TCP (bytes \
-                     the proxy does not parse)",
-                    policy.namespace
-                );
-                reject(&mut out, "spec.rules".to_owned(), message);
-                accepted = false;
-            }
-            if policy.credentials.is_empty() {
-                continue;
-            }
-            // A key never crosses the wire in plaintext, nor rides on bytes the proxy
-            // does not parse.
-            let why = match facts {
-                TargetFacts {
-                    speaks_http: false, ..
-                } => Some("its protocol is TCP (bytes the proxy does not parse)"),
-                TargetFacts {
-                    originates_tls: false,
-                    ..
-                } => Some("the proxy does not originate TLS to it (spec.tls absent or mode None)"),
-                _ => None,
-            };
-            if let Some(why) = why {
-                let message = format!(
-                    "credentials cannot be set on XBackend {}/{name}: {why}",
-                    policy.namespace
-                );
-                reject(&mut out, "spec.credentials".to_owned(), message);
-                accepted = false;
-            }
-        }
-        if !accepted {
             continue;
         }
-        let applied = Arc::new(Applied {
-            policy: label.clone(),
-            namespace: policy.namespace.clone(),
-            credentials: headers(policy, &secret),
-            rules: policy.rules.clone(),
-        });
-        for name in &policy.targets {
-            out.applied
-                .insert((policy.namespace.clone(), name.clone()), applied.clone());
+        for error in errors {
+            out.rejected.push(Rejection {
+                policy: policy.label(),
+                error,
+            });
         }
+    }
+    for (key, policies) in by_target {
+        let applied = merge(&key, &policies, &secret, &mut out.rejected);
+        out.applied.insert(key, Arc::new(applied));
     }
     out
 }
 
-fn headers<'a>(
+/// Why `policy` cannot attach to its targets at all.
+fn fit(
     policy: &BackendPolicy,
-    secret: &impl Fn(&str, &str, &str) -> SecretLookup<'a>,
-) -> Result<Vec<(HeaderName, SensitiveHeader)>, PolicyError> {
-    let mut out = Vec::with_capacity(policy.credentials.len());
-    for credential in &policy.credentials {
-        let named = format!("Secret {}/{}", policy.namespace, credential.secret);
-        let bytes = match secret(&policy.namespace, &credential.secret, &credential.key) {
-            SecretLookup::NoSecret => {
-                return Err(PolicyError::Unresolved(format!("{named} not found")));
-            }
-            SecretLookup::NoKey => {
-                let message = format!("{named} has no key {:?}", credential.key);
-                return Err(PolicyError::Unresolved(message));
-            }
-            SecretLookup::Found(bytes) => bytes,
+    target: &impl Fn(&str, &str) -> Option<TargetFacts>,
+) -> Vec<PolicyError> {
+    let mut errors = Vec::new();
+    let not_accepted = |field: String, message: String| PolicyError::NotAccepted { field, message };
+    for (i, name) in policy.targets.iter().enumerate() {
+        let backend = format!("XBackend {}/{name}", policy.namespace);
+        let Some(facts) = target(&policy.namespace, name) else {
+            let field = format!("spec.targetRefs[{i}].name");
+            errors.push(not_accepted(field, format!("no {backend}")));
+            continue;
         };
-        let mut value = credential.prefix.as_bytes().to_vec();
-        value.extend_from_slice(bytes);
-        value.extend_from_slice(credential.suffix.as_bytes());
-        let Some(value) = SensitiveHeader::new(&value) else {
-            let message = format!(
-                "{named} key {:?} cannot be a header value (a line break, e.g. a trailing \
-                 newline, or another control character)",
-                credential.key
-            );
-            return Err(PolicyError::Unresolved(message));
+        const BYTES: &str = "its protocol is TCP (bytes the proxy does not parse)";
+        if policy.rules.is_some() && !facts.speaks_http {
+            // Rules are judged per request: on bytes they could not be enforced.
+            let message = format!("rules cannot apply to {backend}: {BYTES}");
+            errors.push(not_accepted("spec.rules".to_owned(), message));
+        }
+        if policy.credentials.is_empty() {
+            continue;
+        }
+        // A key never crosses the wire in plaintext, nor rides on bytes the proxy
+        // does not parse.
+        let why = match facts {
+            TargetFacts {
+                speaks_http: false, ..
+            } => Some(BYTES),
+            TargetFacts {
+                originates_tls: false,
+                ..
+            } => Some("the proxy does not originate TLS to it (spec.tls absent or mode None)"),
+            _ => None,
         };
-        out.push((credential.header.clone(), value));
+        if let Some(why) = why {
+            let message = format!("credentials cannot be set on {backend}: {why}");
+            errors.push(not_accepted("spec.credentials".to_owned(), message));
+        }
     }
-    Ok(out)
+    errors
+}
+
+/// The policies of one Backend (oldest first) as one, field by field.
+fn merge<'a>(
+    (namespace, name): &(String, String),
+    policies: &[&BackendPolicy],
+    secret: &impl Fn(&str, &str, &str) -> SecretLookup<'a>,
+    rejected: &mut Vec<Rejection>,
+) -> Applied {
+    let mut credentials: Vec<(&Credential, &BackendPolicy)> = Vec::new();
+    let mut rules: Option<(&Vec<Rule>, &BackendPolicy)> = None;
+    let mut conflict =
+        |policy: &BackendPolicy, field: String, what: String, winner: &BackendPolicy| {
+            let message = format!(
+                "{what} of XBackend {namespace}/{name} is set by the older policy {}; not applied",
+                winner.label()
+            );
+            rejected.push(Rejection {
+                policy: policy.label(),
+                error: PolicyError::Conflicted { field, message },
+            });
+        };
+    for policy in policies {
+        for (i, credential) in policy.credentials.iter().enumerate() {
+            match credentials
+                .iter()
+                .find(|(c, _)| c.header == credential.header)
+            {
+                Some((_, winner)) => {
+                    let field = format!("spec.credentials[{i}].header");
+                    conflict(
+                        policy,
+                        field,
+                        format!("header {}", credential.header),
+                        winner,
+                    );
+                }
+                None => credentials.push((credential, policy)),
+            }
+        }
+        match (&policy.rules, rules) {
+            (Some(_), Some((_, winner))) => {
+                conflict(
+                    policy,
+                    "spec.rules".to_owned(),
+                    "the rules".to_owned(),
+                    winner,
+                );
+            }
+            (Some(own), None) => rules = Some((own, policy)),
+            (None, _) => {}
+        }
+    }
+    let labels: Vec<String> = policies.iter().map(|p| p.label()).collect();
+    Applied {
+        policy: labels.join(", "),
+        namespace: namespace.clone(),
+        credentials: (credentials.iter())
+            .map(|(credential, policy)| header(policy, credential, secret))
+            .collect(),
+        rules: rules.map(|(rules, _)| rules.clone()),
+    }
+}
+
+fn header<'a>(
+    policy: &BackendPolicy,
+    credential: &Credential,
+    secret: &impl Fn(&str, &str, &str) -> SecretLookup<'a>,
+) -> Result<(HeaderName, SensitiveHeader), PolicyError> {
+    let named = format!("Secret {}/{}", policy.namespace, credential.secret);
+    let bytes = match secret(&policy.namespace, &credential.secret, &credential.key) {
+        SecretLookup::NoSecret => {
+            return Err(PolicyError::Unresolved(format!("{named} not found")));
+        }
+        SecretLookup::NoKey => {
+            let message = format!("{named} has no key {:?}", credential.key);
+            return Err(PolicyError::Unresolved(message));
+        }
+        SecretLookup::Found(bytes) => bytes,
+    };
+    let mut value = credential.prefix.as_bytes().to_vec();
+    value.extend_from_slice(bytes);
+    value.extend_from_slice(credential.suffix.as_bytes());
+    let Some(value) = SensitiveHeader::new(&value) else {
+        let message = format!(
+            "{named} key {:?} cannot be a header value (a line break, e.g. a trailing \
+             newline, or another control character)",
+            credential.key
+        );
+        return Err(PolicyError::Unresolved(message));
+    };
+    Ok((credential.header.clone(), value))
 }

@@ -13,7 +13,16 @@ pub const TARGET_KIND: &str = "XBackend";
 /// The document; `apiVersion`, `kind`, `metadata` and `status` are read by the loader.
 #[derive(Debug, Deserialize)]
 pub struct BackendPolicyDoc {
+    pub metadata: Option<Metadata>,
     pub spec: Spec,
+}
+
+/// The one field of `metadata` a policy's meaning depends on (its age decides
+/// conflicts); namespace and name are read by the loader.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Metadata {
+    pub creation_timestamp: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]

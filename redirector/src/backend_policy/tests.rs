@@ -165,22 +165,66 @@ fn a_missing_or_unusable_secret_leaves_the_policy_unresolved() {
     }
 }
 
-#[test]
-fn a_second_policy_on_a_backend_conflicts() {
-    let first = parse(GOOD).unwrap();
-    let second = BackendPolicy {
-        name: "zz-later".into(),
-        ..first.clone()
-    };
-    let policies = [Arc::new(second), Arc::new(first)];
-    let attached = attach(
+/// Policies on one Backend, `secret` resolving every key to `k`.
+fn attach_all(policies: Vec<BackendPolicy>) -> Attachment {
+    let policies: Vec<_> = policies.into_iter().map(Arc::new).collect();
+    attach(
         &policies,
         |_, _| Some(TLS_HTTP),
         |_, _, _| SecretLookup::Found(b"k"),
+    )
+}
+
+#[test]
+fn the_oldest_policy_wins_each_field_the_others_are_conflicted() {
+    let first = parse(GOOD).unwrap();
+    let later = BackendPolicy {
+        name: "zz-later".into(),
+        ..first.clone()
+    };
+    let attached = attach_all(vec![later.clone(), first.clone()]);
+    let applied = &attached.applied[&("ai".to_owned(), "openai".to_owned())];
+    assert_eq!(applied.policy, "ai/openai, ai/zz-later");
+    let conflicts: Vec<_> = (attached.rejected.iter())
+        .map(|r| (r.policy.as_str(), r.error.field().unwrap_or_default()))
+        .collect();
+    assert_eq!(
+        conflicts,
+        [
+            ("ai/zz-later", "spec.credentials[0].header"),
+            ("ai/zz-later", "spec.rules")
+        ]
     );
-    assert_eq!(attached.applied.len(), 1);
-    assert_eq!(attached.rejected.len(), 1);
-    assert_eq!(attached.rejected[0].policy, "ai/zz-later");
+    assert!(matches!(
+        attached.rejected[0].error,
+        PolicyError::Conflicted { .. }
+    ));
+    // A creation time makes a policy older than those without one (directory mode).
+    let dated = BackendPolicy {
+        created: Some("2026-01-01T00:00:00Z".into()),
+        ..later
+    };
+    let attached = attach_all(vec![first, dated]);
+    assert_eq!(attached.rejected[0].policy, "ai/openai");
+}
+
+#[test]
+fn policies_setting_different_fields_merge() {
+    let good = parse(GOOD).unwrap();
+    let keys = BackendPolicy {
+        rules: None,
+        ..good.clone()
+    };
+    let rules = BackendPolicy {
+        name: "rules".into(),
+        credentials: Vec::new(),
+        ..good.clone()
+    };
+    let attached = attach_all(vec![keys, rules]);
+    assert_eq!(attached.rejected, []);
+    let applied = &attached.applied[&("ai".to_owned(), "openai".to_owned())];
+    assert_eq!(applied.credentials.as_ref().map(Vec::len), Ok(1));
+    assert_eq!(applied.rules, good.rules);
 }
 
 fn facts<'a>(method: &'a Method, path: &'a str, cgroup: &'a str) -> RequestFacts<'a> {

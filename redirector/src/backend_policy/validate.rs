@@ -16,6 +16,9 @@ const PLACEHOLDER: &str = "{value}";
 pub struct BackendPolicy {
     pub namespace: String,
     pub name: String,
+    /// `metadata.creationTimestamp` (RFC 3339, as the API server writes it): the older
+    /// policy wins a field two set.
+    pub created: Option<String>,
     /// Names of the XBackends it attaches to (in its own namespace).
     pub targets: Vec<String>,
     pub credentials: Vec<Credential>,
@@ -65,6 +68,7 @@ pub fn validate(
     name: &str,
     doc: BackendPolicyDoc,
 ) -> Result<BackendPolicy, Vec<PolicyError>> {
+    let created = doc.metadata.and_then(|m| m.creation_timestamp);
     let spec = doc.spec;
     let mut errors = Vec::new();
     if spec.target_refs.is_empty() {
@@ -126,10 +130,18 @@ pub fn validate(
     Ok(BackendPolicy {
         namespace: namespace.to_owned(),
         name: name.to_owned(),
+        created,
         targets,
         credentials,
         rules,
     })
+}
+
+impl BackendPolicy {
+    /// `namespace/name`.
+    pub fn label(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
 }
 
 fn credential(field: &str, doc: CredentialDoc) -> Result<Credential, Vec<PolicyError>> {
