@@ -69,17 +69,23 @@ pub fn crd() -> Value {
                 "categories": ["gateway-api"],
             },
             "scope": "Namespaced",
-            "versions": [{
-                "name": VERSION,
-                "served": true,
-                "storage": true,
-                "subresources": {"status": {}},
-                "additionalPrinterColumns": [
-                    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
-                ],
-                "schema": {"openAPIV3Schema": Value::from(root())},
-            }],
+            "versions": [served_version(VERSION, root())],
         },
+    })
+}
+
+/// The one version of a CRD: served and stored, with a status subresource and an Age
+/// column, as both of the project's CRDs have it.
+fn served_version(name: &str, schema: Schema) -> Value {
+    json!({
+        "name": name,
+        "served": true,
+        "storage": true,
+        "subresources": {"status": {}},
+        "additionalPrinterColumns": [
+            {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+        ],
+        "schema": {"openAPIV3Schema": Value::from(schema)},
     })
 }
 

@@ -5,6 +5,7 @@
 use serde_json::{Value, json};
 
 use super::builder::Schema;
+use super::served_version;
 use super::spec::{group, kind, object_name};
 use super::status::{condition, parent_reference};
 use crate::backend::constraints::{CONTROLLER_NAME, MAX_DNS_SUBDOMAIN};
@@ -33,16 +34,7 @@ pub fn crd() -> Value {
                 "singular": "backendpolicy",
             },
             "scope": "Namespaced",
-            "versions": [{
-                "name": version,
-                "served": true,
-                "storage": true,
-                "subresources": {"status": {}},
-                "additionalPrinterColumns": [
-                    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
-                ],
-                "schema": {"openAPIV3Schema": Value::from(root())},
-            }],
+            "versions": [served_version(version, root())],
         },
     })
 }
