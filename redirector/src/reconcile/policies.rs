@@ -82,3 +82,71 @@ impl Policies {
         self.slots.entry(key.clone()).or_default().clone()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+    use crate::backend::{Problem, Protocol};
+    use crate::backend_policy::Rule;
+
+    fn backends() -> BTreeMap<ObjectKey, Arc<Backend>> {
+        let key = ObjectKey::new("demo", "api");
+        let backend = Backend {
+            key: key.clone(),
+            hostname: "api.example.test".into(),
+            port: 80,
+            protocol: Protocol::Http,
+            tls: None,
+        };
+        BTreeMap::from([(key, Arc::new(backend))])
+    }
+
+    fn catalog(policy: bool, problem: Option<&str>) -> Catalog {
+        let file = PathBuf::from("policies.yaml");
+        let mut catalog = Catalog::default();
+        if policy {
+            catalog.policies.push(Arc::new(BackendPolicy {
+                namespace: "demo".into(),
+                name: "rules".into(),
+                created: None,
+                targets: vec!["api".into()],
+                credentials: Vec::new(),
+                rules: Some(vec![Rule::default()]),
+            }));
+            let key = ObjectKey::new("demo", "rules");
+            catalog.policy_origins.insert(key, file.clone());
+        }
+        if let Some(object) = problem {
+            catalog.problems.push(Problem {
+                file,
+                object: (!object.is_empty()).then(|| object.to_owned()),
+                field: None,
+                message: "broken".into(),
+            });
+        }
+        catalog
+    }
+
+    fn current(policies: &mut Policies) -> Option<String> {
+        let key = ObjectKey::new("demo", "api");
+        policies.slot(&key).current().map(|a| a.policy.clone())
+    }
+
+    #[test]
+    fn a_broken_policy_keeps_its_last_good_version_a_removed_one_goes() {
+        let backends = backends();
+        let mut policies = Policies::default();
+        policies.apply(&mut catalog(true, None), &backends);
+        let applied = Some("demo/rules".to_owned());
+        assert_eq!(current(&mut policies), applied);
+        // The object no longer validates, then its whole file no longer parses.
+        for problem in ["BackendPolicy demo/rules", ""] {
+            policies.apply(&mut catalog(false, Some(problem)), &backends);
+            assert_eq!(current(&mut policies), applied, "{problem:?}");
+        }
+        policies.apply(&mut catalog(false, None), &backends);
+        assert_eq!(current(&mut policies), None);
+    }
+}
