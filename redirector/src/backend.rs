@@ -12,6 +12,7 @@ pub(crate) mod directory;
 /// Public so that the Kubernetes source (and `redirector crd`) can use the raw API types;
 /// everything else should need only the re-exports below.
 pub mod model;
+mod policies;
 mod validate;
 
 // The public surface of the module, re-exported whole even where no caller uses an
@@ -26,6 +27,7 @@ pub use directory::{Catalog, DirectoryError, DirectoryLoader, Problem, load, loc
     reason = "public surface; consumers arrive incrementally"
 )]
 pub use model::XBackend;
+pub use policies::{attach_policies, policy_problems};
 #[allow(
     unused_imports,
     reason = "public surface; consumers arrive incrementally"

@@ -12,11 +12,20 @@ pub fn check(dirs: &[PathBuf]) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    for problem in &catalog.problems {
+    let backends = (catalog.backends.iter())
+        .map(|b| (b.key.clone(), b.clone()))
+        .collect();
+    let attachment = backend::attach_policies(&catalog, &backends);
+    let rejected = backend::policy_problems(&catalog, &attachment);
+    for problem in catalog.problems.iter().chain(&rejected) {
         println!("{problem}");
     }
-    if catalog.problems.is_empty() {
-        println!("ok: {} Backends valid", catalog.backends.len());
+    if catalog.problems.is_empty() && rejected.is_empty() {
+        let policies = match catalog.policies.len() {
+            0 => String::new(),
+            n => format!(", {n} BackendPolicies accepted"),
+        };
+        println!("ok: {} Backends valid{policies}", catalog.backends.len());
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE

@@ -54,7 +54,7 @@ pub enum Command {
     /// Print the Backends of a running agent: state, addresses, TLS, active connections.
     Status(StatusArgs),
     /// Print the XBackend CustomResourceDefinition (`redirector crd | kubectl apply -f -`).
-    Crd,
+    Crd(CrdArgs),
     /// Detach the programs and remove every pin under --bpffs.
     ///
     /// Also sets net.ipv4.tcp_migrate_req back to its value from before the agent set it
@@ -322,6 +322,15 @@ pub struct CheckArgs {
     /// Directories of Backend YAML to validate.
     #[arg(value_name = "DIR", required = true)]
     pub dirs: Vec<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct CrdArgs {
+    /// Print the BackendPolicy CRD instead. Not part of the default output yet: the
+    /// agent does not watch BackendPolicies on Kubernetes, and a policy applied to a
+    /// cluster would silently do nothing (they are read from --backends directories).
+    #[arg(long)]
+    pub backend_policy: bool,
 }
 
 #[derive(Debug, Args)]

@@ -11,6 +11,7 @@
 //! `crd/tests` compares its structure with an expectation rewritten from upstream.
 
 mod builder;
+mod policy;
 mod spec;
 mod status;
 #[cfg(test)]
@@ -38,6 +39,11 @@ pub fn crd_yaml() -> String {
     serde_yaml_ng::to_string(&crd()).unwrap_or_else(|e| unreachable!("CRD to YAML: {e}"))
 }
 
+/// The BackendPolicy CustomResourceDefinition as YAML.
+pub fn policy_crd_yaml() -> String {
+    serde_yaml_ng::to_string(&policy::crd()).unwrap_or_else(|e| unreachable!("CRD to YAML: {e}"))
+}
+
 /// The CustomResourceDefinition (`apiextensions.k8s.io/v1`) as a JSON value.
 pub fn crd() -> Value {
     json!({
@@ -63,17 +69,23 @@ pub fn crd() -> Value {
                 "categories": ["gateway-api"],
             },
             "scope": "Namespaced",
-            "versions": [{
-                "name": VERSION,
-                "served": true,
-                "storage": true,
-                "subresources": {"status": {}},
-                "additionalPrinterColumns": [
-                    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
-                ],
-                "schema": {"openAPIV3Schema": Value::from(root())},
-            }],
+            "versions": [served_version(VERSION, root())],
         },
+    })
+}
+
+/// The one version of a CRD: served and stored, with a status subresource and an Age
+/// column, as both of the project's CRDs have it.
+fn served_version(name: &str, schema: Schema) -> Value {
+    json!({
+        "name": name,
+        "served": true,
+        "storage": true,
+        "subresources": {"status": {}},
+        "additionalPrinterColumns": [
+            {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+        ],
+        "schema": {"openAPIV3Schema": Value::from(schema)},
     })
 }
 

@@ -66,6 +66,7 @@ fn table() -> &'static BackendTable {
             }),
             addresses,
             origination: Ok(None),
+            policy: Default::default(),
         };
         BackendTable::new([entry], Scoping::Cluster, Some(&virtuals))
     })

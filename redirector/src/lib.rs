@@ -25,6 +25,7 @@ mod write_through;
 
 mod admin;
 mod backend;
+mod backend_policy;
 pub mod check;
 pub mod cli;
 pub mod crd;

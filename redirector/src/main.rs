@@ -23,7 +23,11 @@ fn main() -> ExitCode {
         Command::Run(args) => tokio_main(args.worker_threads, run::run(*args)),
         Command::Check(args) => return check::check(&args.dirs),
         Command::Status(args) => status::print(args.admin_addr),
-        Command::Crd => {
+        Command::Crd(args) if args.backend_policy => {
+            print!("{}", crd::policy_crd_yaml());
+            return ExitCode::SUCCESS;
+        }
+        Command::Crd(_) => {
             print!("{}", crd::crd_yaml());
             return ExitCode::SUCCESS;
         }

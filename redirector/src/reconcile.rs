@@ -8,6 +8,7 @@
 
 mod alerts;
 mod dns;
+mod policies;
 mod rows;
 
 use std::{
@@ -18,6 +19,7 @@ use std::{
 use alerts::Alerts;
 pub use dns::DnsSettings;
 use dns::{DnsCache, Outcome};
+use policies::Policies;
 use prometheus_client::{
     encoding::EncodeLabelSet,
     metrics::{counter::Counter, family::Family, gauge::Gauge},
@@ -100,6 +102,7 @@ pub struct Reconciler {
     object_statuses: Option<tokio::sync::watch::Sender<Vec<ObjectStatus>>>,
     /// Virtual addresses of Backend hostnames (DNS capture on).
     virtuals: Option<VirtualHosts>,
+    policies: Policies,
 }
 
 impl Reconciler {
@@ -126,6 +129,7 @@ impl Reconciler {
             scoping,
             object_statuses: None,
             virtuals: None,
+            policies: Policies::default(),
         }
     }
 
@@ -195,6 +199,7 @@ impl Reconciler {
             }
         }
         self.backends = next;
+        self.policies.apply(&mut catalog, &self.backends);
         self.catalog = catalog;
         self.refresh_originations();
         let hostnames: BTreeSet<String> =
@@ -313,6 +318,7 @@ impl Reconciler {
                 backend: backend.clone(),
                 addresses,
                 origination,
+                policy: self.policies.slot(&backend.key),
             }
         });
         let table = Arc::new(BackendTable::new(

@@ -40,6 +40,9 @@ pub struct BackendStatus {
     /// get from the agent's DNS answers.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub virtual_addresses: Vec<String>,
+    /// The BackendPolicy in force (`namespace/name`), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<String>,
     #[serde(default)]
     pub active_connections: i64,
     /// The same by the namespace of the pods that opened them (`""`: outside Kubernetes,
@@ -192,6 +195,7 @@ mod tests {
                 tls: "none".into(),
                 addresses: vec!["10.200.2.2".into(), "fd00:200:2::2".into()],
                 virtual_addresses: vec!["240.0.16.196".into(), "fd72:6564:6972::10c4".into()],
+                policy: None,
                 active_connections: 3,
                 active_by_source_namespace: BTreeMap::from([
                     (String::new(), 1),
@@ -208,6 +212,7 @@ mod tests {
                 tls: "ServerOnly".into(),
                 addresses: vec![],
                 virtual_addresses: vec![],
+                policy: None,
                 active_connections: 0,
                 active_by_source_namespace: BTreeMap::new(),
             },

@@ -18,6 +18,7 @@ use redirector_common::{BackendKey, CLUSTER_SCOPE, PASSTHROUGH_BIT, POD_TREE};
 
 use crate::{
     backend::{Backend, ObjectKey},
+    backend_policy::PolicySlot,
     datapath::endpoint,
     ids::IdHasher,
     tls::{TlsConfigError, TlsOrigination},
@@ -76,6 +77,8 @@ pub struct Entry {
     pub backend: Arc<Backend>,
     pub addresses: Vec<IpAddr>,
     pub origination: Result<Option<Arc<TlsOrigination>>, TlsConfigError>,
+    /// The BackendPolicy in force, shared with later tables (see `reconcile/policies.rs`).
+    pub policy: Arc<PolicySlot>,
 }
 
 impl Entry {

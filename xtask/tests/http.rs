@@ -20,6 +20,8 @@ mod framing;
 mod h2c;
 #[path = "http/names.rs"]
 mod names;
+#[path = "http/policy.rs"]
+mod policy;
 #[path = "http/pooling.rs"]
 mod pooling;
 #[path = "http/protocols.rs"]

@@ -20,6 +20,7 @@ use std::sync::Arc;
 
 use super::model;
 use super::validate::{Backend, ObjectKey};
+use crate::backend_policy::BackendPolicy;
 use crate::file_stamp::FileStamp;
 use file::{Content, Object, ParsedFile};
 
@@ -38,6 +39,11 @@ pub struct Catalog {
     /// The file each valid Backend came from (so a file that stops parsing as a whole
     /// can keep its Backends' last good versions).
     pub origins: BTreeMap<ObjectKey, PathBuf>,
+    /// Valid BackendPolicies, sorted by key; attached to Backends by
+    /// [`crate::backend::attach_policies`].
+    pub policies: Vec<Arc<BackendPolicy>>,
+    /// The file each valid BackendPolicy came from (to locate its problems).
+    pub policy_origins: BTreeMap<ObjectKey, PathBuf>,
     /// `metadata.generation` of every XBackend, valid or not (Kubernetes source only;
     /// empty for directories): the `observedGeneration` of its status.
     pub generations: BTreeMap<ObjectKey, i64>,
@@ -57,8 +63,13 @@ pub struct Problem {
 impl Problem {
     /// The XBackend this problem is about, when its label names one (`XBackend ns/name`).
     pub fn xbackend_key(&self) -> Option<ObjectKey> {
+        self.key_of(model::KIND)
+    }
+
+    /// The object of `kind` this problem is about, when its label names one.
+    pub fn key_of(&self, kind: &str) -> Option<ObjectKey> {
         let label = self.object.as_deref()?;
-        let rest = label.strip_prefix(model::KIND)?.strip_prefix(' ')?;
+        let rest = label.strip_prefix(kind)?.strip_prefix(' ')?;
         let (namespace, name) = rest.split_once('/')?;
         Some(ObjectKey::new(namespace, name))
     }
@@ -222,6 +233,8 @@ struct Merge {
     problems: Vec<Problem>,
     config_maps: BTreeMap<ObjectKey, BTreeMap<String, String>>,
     secrets: BTreeMap<ObjectKey, BTreeMap<String, Vec<u8>>>,
+    policies: BTreeMap<ObjectKey, Arc<BackendPolicy>>,
+    policy_origins: BTreeMap<ObjectKey, PathBuf>,
     /// First definition of each `(kind, key)`, valid or not: a second object with the
     /// same identity is ambiguous whichever of the two is broken.
     seen: HashMap<(&'static str, ObjectKey), Origin>,
@@ -235,6 +248,8 @@ impl Merge {
             config_maps: self.config_maps,
             secrets: self.secrets,
             origins: self.origins,
+            policies: self.policies.into_values().collect(),
+            policy_origins: self.policy_origins,
             generations: BTreeMap::new(),
         }
     }
@@ -290,6 +305,10 @@ impl Merge {
             }
             Ok(Object::Secret(data)) => {
                 self.secrets.insert(key.clone(), data.clone());
+            }
+            Ok(Object::Policy(policy)) => {
+                self.policy_origins.insert(key.clone(), path.to_path_buf());
+                self.policies.insert(key.clone(), policy.clone());
             }
             Err(failures) => {
                 for failure in failures {

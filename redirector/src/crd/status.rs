@@ -53,7 +53,7 @@ fn parent_status() -> Schema {
 }
 
 /// Gateway API `ParentReference`.
-fn parent_reference() -> Schema {
+pub(super) fn parent_reference() -> Schema {
     Schema::object(
         "The parent resource this entry is about.",
         [
@@ -87,7 +87,7 @@ fn parent_reference() -> Schema {
 }
 
 /// Kubernetes `metav1.Condition`.
-fn condition() -> Schema {
+pub(super) fn condition() -> Schema {
     Schema::object(
         "One aspect of the current state.",
         [

@@ -352,3 +352,26 @@ fn set(value: &mut Value, path: &str, replacement: Value) {
     }
     node[parts[parts.len() - 1]] = replacement;
 }
+
+#[test]
+fn the_backend_policy_crd_takes_the_shipped_example() {
+    let crd = policy::crd();
+    let schema = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"];
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/examples/backend-policy.yaml");
+    let text = std::fs::read_to_string(path).expect("example");
+    let policies: Vec<Value> = serde_yaml_ng::Deserializer::from_str(&text)
+        .map(|d| serde::Deserialize::deserialize(d).expect("YAML"))
+        .filter(|d: &Value| d["kind"] == "BackendPolicy")
+        .collect();
+    assert_eq!(policies.len(), 1);
+    assert_eq!(check(schema, &policies[0]), Vec::<String>::new());
+    let yaml = policy_crd_yaml();
+    assert_eq!(
+        serde_yaml_ng::from_str::<Value>(&yaml).expect("parses"),
+        crd
+    );
+    assert_eq!(
+        crd["metadata"]["name"],
+        "backendpolicies.policy.redirector.dev"
+    );
+}

@@ -42,9 +42,19 @@ fn statuses(
         let contested = table.contested_by(&backend.key).map(|claimants| {
             format!("its id is claimed by {claimants} (the names hash alike): connections refused until one is renamed")
         });
+        let policy = entry.policy.current();
+        let unresolved = (policy.as_ref()).and_then(|p| {
+            Some(format!(
+                "BackendPolicy {}: {}",
+                p.policy,
+                p.credentials.as_ref().err()?
+            ))
+        });
         let (state, reason) = match (&entry.origination, entry.addresses.is_empty()) {
             _ if contested.is_some() => ("Contested", contested),
             (Err(error), _) => ("RefError", Some(error.to_string())),
+            // Its requests are refused (503) until the Secret is there.
+            _ if unresolved.is_some() => ("RefError", unresolved),
             (Ok(_), true) => ("Resolving", resolve_errors.get(&backend.hostname).cloned()),
             (Ok(_), false) => ("Ready", None),
         };
@@ -63,6 +73,7 @@ fn statuses(
                 virtual_addresses: (table.virtual_addresses_of(&backend.hostname))
                     .map(|(v4, v6)| vec![v4.to_string(), v6.to_string()])
                     .unwrap_or_default(),
+                policy: policy.map(|p| p.policy.clone()),
                 active_connections: 0,
                 active_by_source_namespace: Default::default(),
             },
@@ -84,6 +95,7 @@ fn statuses(
                 tls: String::new(),
                 addresses: Vec::new(),
                 virtual_addresses: Vec::new(),
+                policy: None,
                 active_connections: 0,
                 active_by_source_namespace: Default::default(),
             });

@@ -13,6 +13,7 @@ fn entry(namespace: &str, name: &str, port: u16, addresses: &[&str]) -> Entry {
         }),
         addresses: addresses.iter().map(|a| a.parse().unwrap()).collect(),
         origination: Ok(None),
+        policy: Default::default(),
     }
 }
 

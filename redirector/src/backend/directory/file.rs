@@ -14,6 +14,7 @@ use super::Failure;
 use super::objects::{ConfigMapDoc, SecretDoc};
 use crate::backend::model::{self, XBackend};
 use crate::backend::validate::{Backend, ObjectKey, validate};
+use crate::backend_policy::{self, BackendPolicy, model::BackendPolicyDoc};
 
 mod expansion;
 
@@ -45,6 +46,7 @@ pub(super) enum Object {
     Backend(Arc<Backend>),
     ConfigMap(BTreeMap<String, String>),
     Secret(BTreeMap<String, Vec<u8>>),
+    Policy(Arc<BackendPolicy>),
 }
 
 /// Reads and parses `file`.
@@ -110,6 +112,13 @@ fn document(out: &mut Vec<Document>, label: String, value: Value) {
             return named(out, label, value, "ConfigMap", config_map);
         }
         ("v1", "Secret") => return named(out, label, value, "Secret", secret),
+        (backend_policy::API_VERSION, backend_policy::KIND) => {
+            return named(out, label, value, backend_policy::KIND, policy);
+        }
+        (_, backend_policy::KIND) => Failure::at(
+            "apiVersion",
+            format!("must be {} for BackendPolicy", backend_policy::API_VERSION),
+        ),
         ("v1", "List") | (model::API_VERSION, "XBackendList") => {
             return list(out, &label, &value);
         }
@@ -185,6 +194,22 @@ fn secret(value: Value) -> Result<Object, Vec<Failure>> {
         .and_then(SecretDoc::into_data)
         .map(Object::Secret)
         .map_err(|failure| vec![failure])
+}
+
+fn policy(value: Value) -> Result<Object, Vec<Failure>> {
+    let key = identity(&value).map_err(|failure| vec![failure])?;
+    let parsed: BackendPolicyDoc =
+        serde_path_to_error::deserialize(value).map_err(|e| vec![e.into()])?;
+    backend_policy::validate(&key.namespace, &key.name, parsed)
+        .map(|policy| Object::Policy(Arc::new(policy)))
+        .map_err(|errors| {
+            (errors.iter())
+                .map(|e| Failure {
+                    field: e.field().map(str::to_owned),
+                    message: e.message().to_owned(),
+                })
+                .collect()
+        })
 }
 
 /// Namespace and name from the raw document.

@@ -42,6 +42,7 @@ fn table() -> (BackendTable, VirtualHosts) {
         }),
         addresses: vec!["10.0.0.1".parse().unwrap()],
         origination: Ok(None),
+        policy: Default::default(),
     };
     let table = BackendTable::new([entry], Scoping::Cluster, Some(&virtuals));
     (table, virtuals)

@@ -33,6 +33,11 @@ pub enum HttpError {
     /// The request body has a transfer coding besides chunked, which the proxy does not
     /// pass on: an h2 upstream has no transfer codings (501).
     TransferCoding,
+    /// The Backend's policy has rules and the request matches none (403).
+    PolicyDenied,
+    /// The Backend's policy has credentials the proxy cannot resolve (a Secret or key
+    /// missing): never sent without them (503).
+    PolicyUnresolved,
 }
 
 impl HttpError {
@@ -47,6 +52,8 @@ impl HttpError {
             Self::MalformedRequest => "malformed_request",
             Self::HeadersTooLarge => "headers_too_large",
             Self::TransferCoding => "transfer_coding",
+            Self::PolicyDenied => "policy_denied",
+            Self::PolicyUnresolved => "policy_unresolved",
         }
     }
 
@@ -57,6 +64,8 @@ impl HttpError {
             Self::MalformedRequest => StatusCode::BAD_REQUEST,
             Self::HeadersTooLarge => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             Self::TransferCoding => StatusCode::NOT_IMPLEMENTED,
+            Self::PolicyDenied => StatusCode::FORBIDDEN,
+            Self::PolicyUnresolved => StatusCode::SERVICE_UNAVAILABLE,
             Self::TlsConfig
             | Self::UpstreamConnect
             | Self::UpstreamHandshake

@@ -284,6 +284,7 @@ mod tests {
             }),
             addresses: addresses.iter().map(|a| a.parse().unwrap()).collect(),
             origination: Ok(None),
+            policy: Default::default(),
         }
     }
 

@@ -20,6 +20,7 @@ use hyper_util::client::legacy::connect::capture_connection;
 use tokio_util::sync::CancellationToken;
 
 mod authority;
+mod policy;
 
 use authority::{
     UpstreamAuthority, authority_of, bad_authority, canonical_authority, split_host_port,
@@ -80,7 +81,7 @@ impl Context {
     }
 
     /// Answers one request: the upstream's response, or the proxy's own error.
-    pub async fn handle(&self, req: Request<Incoming>) -> Response<ProxyBody> {
+    pub async fn handle(&self, mut req: Request<Incoming>) -> Response<ProxyBody> {
         let started = Instant::now();
         let log = self.shared.access_log.is_some().then(|| LogFields {
             method: req.method().clone(),
@@ -106,6 +107,9 @@ impl Context {
                 return self.refuse(&label, error, asked);
             }
         };
+        if let Err(error) = self.apply_policy(entry, tls.is_some(), &mut req) {
+            return self.refuse(&entry.backend.key.to_string(), error, asked);
+        }
         let shared = &self.shared;
         let upstream = &self.routed.upstream;
         let target = self.targets[index].get_or_init(|| {
