@@ -199,12 +199,20 @@ fn deny_lets_nothing_undeclared_leave_whatever_the_socket_and_with_no_agent() {
     let counted = crate::support::poll(|| denied(&bed, "undeclared_port", "deny"), |n| *n >= 1.0);
     assert_eq!(counted, 1.0, "undeclared_port");
     // IPv6 alike: TCP and UDP to the undeclared address's IPv6 twin are refused.
-    let v6 = bed.bed.connect(&format!("[{POD_VIEW_V6}]:{UNDECLARED_PORT}"), &["-6"]);
+    let v6 = bed
+        .bed
+        .connect(&format!("[{POD_VIEW_V6}]:{UNDECLARED_PORT}"), &["-6"]);
     assert!(!v6.ok(), "TCP over IPv6: {:?}", v6.json);
     let topo = &bed.bed.topo;
-    let udp6 = (topo.spawn_in_pod("python3", ["-c", UDP_SEND, POD_VIEW_V6, "9999"]).output())
-        .expect("python3");
-    assert_eq!(String::from_utf8_lossy(&udp6.stdout).trim(), "errno 1", "{udp6:?}");
+    let udp6 = (topo
+        .spawn_in_pod("python3", ["-c", UDP_SEND, POD_VIEW_V6, "9999"])
+        .output())
+    .expect("python3");
+    assert_eq!(
+        String::from_utf8_lossy(&udp6.stdout).trim(),
+        "errno 1",
+        "{udp6:?}"
+    );
     drop(server);
 
     // No agent: the pinned policy still refuses. A new agent: the same.
