@@ -19,11 +19,9 @@ use aya_ebpf::{
     maps::{Array, LruHashMap},
     programs::{SkBuffContext, SockAddrContext},
 };
-use redirector_common::{
-    CLUSTER_SCOPE, DNS_PORT, DnsConfig, DnsRecord, Endpoint, ProxyConfig, egress_reason,
-};
+use redirector_common::{CLUSTER_SCOPE, DNS_PORT, DnsConfig, DnsRecord, Endpoint, ProxyConfig};
 
-use crate::{AGENT_SOCKETS, ALLOW, caller_cgroup, cookie_of, policy, sockaddr};
+use crate::{AGENT_SOCKETS, ALLOW, caller_cgroup, cookie_of, sockaddr};
 
 #[map]
 pub static DNS_CONFIG: Array<DnsConfig> = Array::with_max_entries(1, 0);
@@ -65,41 +63,41 @@ pub fn config() -> Option<DnsConfig> {
 }
 
 /// A connect or datagram to `original` (port 53): recorded and sent to the agent's DNS
-/// listener, unless capture is off, the agent is not alive, or the socket is the agent's.
+/// listener (`Some(ALLOW)`), or the agent's own (`Some(ALLOW)`, untouched). `None`: not
+/// captured (capture off, no live agent, no listener of the family, a loopback
+/// nameserver): the caller judges it like any destination.
 #[inline(always)]
 pub fn capture(
     ctx: &SockAddrContext,
     family: sockaddr::Family,
-    (original, protocol): (Endpoint, u32),
+    original: Endpoint,
     proxy: Option<&ProxyConfig>,
     scope: impl FnOnce() -> u64,
-) -> i32 {
+) -> Option<i32> {
     // A loopback nameserver lives in the caller's own network namespace, where the
     // agent cannot reach it: such queries stay where they are. So do queries to an
     // unspecified address, which Linux delivers to loopback too (forwarded by the
     // agent, they would reach the node's own loopback).
     if is_local(&original) {
-        return uncaptured(ctx, &original, protocol);
+        return None;
     }
-    let Some(config) = live_config() else {
-        return uncaptured(ctx, &original, protocol);
-    };
+    let config = live_config()?;
     // The agent's own sockets (its resolver, its forwarder) see the real answers.
     let cookie = cookie_of(ctx);
     // SAFETY: only tested for presence.
     if unsafe { AGENT_SOCKETS.get(&cookie) }.is_some() {
-        return ALLOW;
+        return Some(ALLOW);
     }
     let to = match family {
         sockaddr::Family::V6 if !original.is_v4_mapped() => {
             if config.flags & DnsConfig::HAS_V6 == 0 {
-                return uncaptured(ctx, &original, protocol);
+                return None;
             }
             config.v6
         }
         _ => {
             if config.flags & DnsConfig::HAS_V4 == 0 {
-                return uncaptured(ctx, &original, protocol);
+                return None;
             }
             config.v4
         }
@@ -114,19 +112,10 @@ pub fn capture(
     // Without the record the agent could not tell where to forward: leave this query
     // alone rather than break it (an LRU insert fails only on memory pressure).
     if DNS_SOCKETS.insert(&cookie, &record, 0).is_err() {
-        return uncaptured(ctx, &original, protocol);
+        return None;
     }
     sockaddr::set_destination(ctx, family, &to);
-    ALLOW
-}
-
-/// DNS that is not captured (no live agent, no listener of the family, a loopback
-/// nameserver): it goes where the application sent it, if the egress policy lets it.
-/// Only captured DNS is exempt: uncaptured, port 53 would carry anything to anyone.
-#[inline(always)]
-fn uncaptured(ctx: &SockAddrContext, original: &Endpoint, protocol: u32) -> i32 {
-    let reason = egress_reason::UNDECLARED_ADDRESS;
-    crate::verdict(policy::judge(ctx, original, protocol, reason))
+    Some(ALLOW)
 }
 
 /// 127.0.0.0/8 or 0.0.0.0/8 (mapped), ::1 or ::.

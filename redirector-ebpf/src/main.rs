@@ -146,13 +146,8 @@ fn redirect_datagram(ctx: &SockAddrContext, family: sockaddr::Family) -> i32 {
     let original = sockaddr::destination(ctx, family);
     if dns::is_dns(protocol, &original) {
         let config = CONFIG.get(0).copied();
-        return dns::capture(
-            ctx,
-            family,
-            (original, protocol),
-            config.as_ref(),
-            caller_scope,
-        );
+        return dns::capture(ctx, family, original, config.as_ref(), caller_scope)
+            .unwrap_or_else(|| uncaptured_dns(ctx, &original, protocol));
     }
     undeclared(ctx, &original, protocol)
 }
@@ -169,6 +164,15 @@ fn undeclared(ctx: &SockAddrContext, original: &Endpoint, protocol: u32) -> i32 
     } else {
         egress_reason::RAW_SOCKET
     };
+    verdict(policy::judge(ctx, original, protocol, reason))
+}
+
+/// DNS that is not captured goes where the application sent it, if the egress policy
+/// lets it: only captured DNS is exempt (uncaptured, port 53 would carry anything to
+/// anyone).
+#[inline(always)]
+fn uncaptured_dns(ctx: &SockAddrContext, original: &Endpoint, protocol: u32) -> i32 {
+    let reason = egress_reason::UNDECLARED_ADDRESS;
     verdict(policy::judge(ctx, original, protocol, reason))
 }
 
@@ -209,13 +213,10 @@ fn try_redirect_connect(ctx: &SockAddrContext, family: sockaddr::Family) -> Resu
     let original = sockaddr::destination(ctx, family);
     let config = CONFIG.get(0).copied();
     if dns::is_dns(protocol, &original) {
-        return Ok(dns::capture(
-            ctx,
-            family,
-            (original, protocol),
-            config.as_ref(),
-            caller_scope,
-        ));
+        return Ok(
+            dns::capture(ctx, family, original, config.as_ref(), caller_scope)
+                .unwrap_or_else(|| uncaptured_dns(ctx, &original, protocol)),
+        );
     }
     if protocol != IPPROTO_TCP {
         return Ok(undeclared(ctx, &original, protocol));
