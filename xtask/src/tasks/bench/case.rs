@@ -69,6 +69,7 @@ impl Bed<'_> {
             Case::RedirectorTcp
             | Case::RedirectorTcpDeny
             | Case::RedirectorHttp
+            | Case::RedirectorHttpPolicy
             | Case::RedirectorPlain => self.run_redirector(plan, rep, case, results, agent_threads),
         }
     }
@@ -222,8 +223,18 @@ impl Bed<'_> {
 /// The Backend a redirector case declares (none for the other cases).
 pub(super) fn backend_spec(case: Case) -> Option<BackendSpec> {
     match case {
-        Case::RedirectorTcp | Case::RedirectorTcpDeny => Some(BackendSpec::Tls { protocol: "TCP" }),
-        Case::RedirectorHttp => Some(BackendSpec::Tls { protocol: "HTTP" }),
+        Case::RedirectorTcp | Case::RedirectorTcpDeny => Some(BackendSpec::Tls {
+            protocol: "TCP",
+            policy: false,
+        }),
+        Case::RedirectorHttp => Some(BackendSpec::Tls {
+            protocol: "HTTP",
+            policy: false,
+        }),
+        Case::RedirectorHttpPolicy => Some(BackendSpec::Tls {
+            protocol: "HTTP",
+            policy: true,
+        }),
         Case::RedirectorPlain => Some(BackendSpec::Plain {
             port: crate::tasks::bench::report::PLAIN_PORT,
         }),

@@ -54,7 +54,8 @@ pub(super) fn describe(plan: &Plan, nginx: &Nginx, haproxy: Option<&Haproxy>) ->
              h2,http/1.1), one Backend directory and one agent per case; started, measured, \
              stopped and uninstalled in every repetition, so no program is attached to the pod \
              cgroup during the other cases and every repetition starts with an empty pool; \
-             Backend: bench/backend.yaml.tmpl",
+             Backend: bench/backend.yaml.tmpl; the policy case adds the BackendPolicy and \
+             Secret of bench/backend-policy.yaml.tmpl to the HTTP Backend",
             plan.agent_args.iter().map(|a| format!(" {a}")).collect::<String>()
         ),
         format!(

@@ -8,7 +8,8 @@
 //! throughput. A plaintext Backend (no `tls`, bytes forwarded unchanged, port 80) is held
 //! to plaintext HTTP straight to nginx, with HAProxy `mode tcp` in plaintext (splice) as
 //! the reference proxy on the same path. The TCP Backend is measured once more under
-//! `--egress-policy deny`, against itself under the default `allow`.
+//! `--egress-policy deny`, against itself under the default `allow`, and the HTTP Backend
+//! once more with a BackendPolicy (one credential, two rules), against itself without.
 
 use anyhow::{Result, bail};
 
@@ -50,6 +51,10 @@ pub enum Case {
     HaproxyHttp,
     /// Plaintext HTTP/1.1, redirected to the agent's proxy, for a `protocol: HTTP` Backend.
     RedirectorHttp,
+    /// As [`Case::RedirectorHttp`] with a BackendPolicy on the Backend: one credential
+    /// from a Secret set on every request and two rules to match (the request matches the
+    /// second), what the policy costs per request.
+    RedirectorHttpPolicy,
     /// Plaintext HTTP straight to nginx's port 80: the floor of the plaintext Backend.
     DirectPlain,
     /// Plaintext HTTP to port 80, sent by DNAT to HAProxy `mode tcp` (splice), which
@@ -61,7 +66,7 @@ pub enum Case {
 }
 
 /// How many cases there are (the size of the per-case tables).
-pub const CASES: usize = 9;
+pub const CASES: usize = 10;
 
 /// The port the plaintext cases dial (nginx listens on it without TLS).
 pub const PLAIN_PORT: u16 = 80;
@@ -75,6 +80,7 @@ impl Case {
         Case::RedirectorTcpDeny,
         Case::HaproxyHttp,
         Case::RedirectorHttp,
+        Case::RedirectorHttpPolicy,
         Case::DirectPlain,
         Case::HaproxyPlain,
         Case::RedirectorPlain,
@@ -88,6 +94,9 @@ impl Case {
             Case::RedirectorTcpDeny => "redirector, protocol TCP, --egress-policy deny",
             Case::HaproxyHttp => "HAProxy mode http (nbthread 1)",
             Case::RedirectorHttp => "redirector, protocol HTTP",
+            Case::RedirectorHttpPolicy => {
+                "redirector, protocol HTTP, BackendPolicy (1 credential, 2 rules)"
+            }
             Case::DirectPlain => "direct plaintext (wrk → nginx :80)",
             Case::HaproxyPlain => "HAProxy mode tcp, plaintext (nbthread 1, splice)",
             Case::RedirectorPlain => "redirector, plaintext Backend",
@@ -103,6 +112,7 @@ impl Case {
             Case::RedirectorTcpDeny => "redirector-tcp-deny",
             Case::HaproxyHttp => "haproxy-http",
             Case::RedirectorHttp => "redirector-http",
+            Case::RedirectorHttpPolicy => "redirector-http-policy",
             Case::DirectPlain => "direct-plain",
             Case::HaproxyPlain => "haproxy-plain",
             Case::RedirectorPlain => "redirector-plain",
@@ -144,6 +154,7 @@ impl Case {
             Case::RedirectorTcp
                 | Case::RedirectorTcpDeny
                 | Case::RedirectorHttp
+                | Case::RedirectorHttpPolicy
                 | Case::RedirectorPlain
         )
     }
@@ -181,6 +192,7 @@ impl Case {
                     Case::RedirectorTcp,
                     Case::RedirectorTcpDeny,
                     Case::RedirectorHttp,
+                    Case::RedirectorHttpPolicy,
                     Case::RedirectorPlain,
                 ],
                 _ => match Case::ALL.iter().find(|c| c.name() == word) {
@@ -225,6 +237,7 @@ mod tests {
                 Case::RedirectorTcp,
                 Case::RedirectorTcpDeny,
                 Case::RedirectorHttp,
+                Case::RedirectorHttpPolicy,
                 Case::RedirectorPlain
             ]
         );

@@ -192,6 +192,7 @@ fn short(case: Case) -> &'static str {
         Case::RedirectorTcpDeny => "redirector TCP (deny)",
         Case::HaproxyHttp => "HAProxy mode http",
         Case::RedirectorHttp => "redirector HTTP",
+        Case::RedirectorHttpPolicy => "redirector HTTP (policy)",
         Case::DirectPlain => "direct plaintext",
         Case::HaproxyPlain => "HAProxy plaintext",
         Case::RedirectorPlain => "redirector plaintext",

@@ -235,6 +235,29 @@ fn egress_rows() -> Vec<Row> {
     ]
 }
 
+/// The HTTP Backend with a BackendPolicy (one credential, two rules) against itself
+/// without: the policy's cost per request (issue 35: at most 5% more proxy CPU).
+fn policy_rows() -> Vec<Row> {
+    use Workload::Keepalive;
+    let row = |what: &str, metric, target| Row {
+        name: format!("redirector HTTP, policy / none, {what}"),
+        ours: Case::RedirectorHttpPolicy,
+        base: Case::RedirectorHttp,
+        workload: Keepalive,
+        metric,
+        target,
+    };
+    vec![
+        row(
+            "proxy CPU per request (keepalive)",
+            cpu,
+            Target::AtMost(1.05),
+        ),
+        row("req/s (keepalive)", rps, Target::Info),
+        row("p99 (keepalive)", p99, Target::Info),
+    ]
+}
+
 /// The ratio tables, one per Backend kind whose redirector case was planned; a row whose
 /// base case or workload was not planned is left out.
 pub(super) fn ratios(results: &Results) -> String {
@@ -244,6 +267,7 @@ pub(super) fn ratios(results: &Results) -> String {
         (rows(Layer::Http), "HTTP Backends"),
         (plain_rows(), "Plaintext Backends"),
         (egress_rows(), "Egress policy"),
+        (policy_rows(), "Backend policy"),
     ] {
         let rows: Vec<Row> = rows.into_iter().filter(|r| r.planned(results)).collect();
         if rows.is_empty() {

@@ -6,12 +6,17 @@ use std::path::Path;
 
 const BACKEND_TEMPLATE: &str = include_str!("../../../../../bench/backend.yaml.tmpl");
 const PLAIN_BACKEND_TEMPLATE: &str = include_str!("../../../../../bench/backend-plain.yaml.tmpl");
+const POLICY_TEMPLATE: &str = include_str!("../../../../../bench/backend-policy.yaml.tmpl");
 
 /// The Backend a redirector case declares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BackendSpec {
-    /// Port 443, `tls.mode: ServerOnly` against the bench CA, with this `spec.protocol`.
-    Tls { protocol: &'static str },
+    /// Port 443, `tls.mode: ServerOnly` against the bench CA, with this `spec.protocol`,
+    /// and with `policy` the BackendPolicy of bench/backend-policy.yaml.tmpl beside it.
+    Tls {
+        protocol: &'static str,
+        policy: bool,
+    },
     /// No `tls`, `protocol: TCP`, on this port: bytes forwarded unchanged.
     Plain { port: u16 },
 }
@@ -70,7 +75,10 @@ impl Pki {
 pub fn write_backend_dir(dir: &Path, ca_pem: &str, spec: BackendSpec) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let yaml = match spec {
-        BackendSpec::Tls { protocol } => {
+        BackendSpec::Tls { protocol, policy } => {
+            if policy {
+                write(&dir.join("policy.yaml"), POLICY_TEMPLATE, 0o644)?;
+            }
             let indented: String = ca_pem.lines().map(|line| format!("    {line}\n")).collect();
             BACKEND_TEMPLATE
                 .replace("{{PROTOCOL}}", protocol)
