@@ -181,8 +181,12 @@ async fn serve_http(shared: Arc<Shared>, routed: Routed, mut client: TcpStream, 
     });
     let watch = (&*shared, label.as_str(), &*activity, &go_away);
     let finished = if h2 {
+        // No Date of the proxy's own on h2: on a gRPC trailers-only response (headers
+        // that end the stream) the client reads every header as the call's trailing
+        // metadata, and one the server never sent would be among it.
         let connection = http2::Builder::new(TokioExecutor::new())
             .timer(TokioTimer::new())
+            .auto_date_header(false)
             .serve_connection(client, service);
         Box::pin(until_done(watch, connection, |c| c.graceful_shutdown())).await
     } else {

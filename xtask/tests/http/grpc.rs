@@ -5,8 +5,10 @@
 //! UNAVAILABLE when the server is down, DEADLINE_EXCEEDED after the response timeout,
 //! PERMISSION_DENIED where the BackendPolicy refuses.
 
+use std::collections::BTreeSet;
+
 use serde_json::Value;
-use xtask::netlab::NODE_EXT_V4;
+use xtask::netlab::{NODE_EXT_V4, NODE_EXT_V6};
 
 use super::{API_HOST, ERRORS, HttpBackend, HttpBed};
 use crate::support::{
@@ -89,17 +91,20 @@ fn grpcio_calls_through_a_grpc_backend_and_the_proxy_s_own_answers_are_grpc_stat
     assert_own_answer(&results[4], "DEADLINE_EXCEEDED", "within 2s", &t);
     assert_own_answer(&results[5], "PERMISSION_DENIED", "grpc-rules", &t);
 
-    // Every call the server saw came from the node, over the proxy's TLS; the refused
-    // one never reached it.
+    // Every call the server saw came from the node, over the proxy's TLS, both echoes
+    // on one upstream connection; the refused one never reached the server.
     let calls = server.lines_starting("call ");
     assert_eq!(calls.len(), 5, "{calls:?}");
-    let from_node = format!("from ipv4:{NODE_EXT_V4}:");
-    let echoes: Vec<&String> = calls
-        .iter()
-        .filter(|c| c.starts_with("call Echo"))
+    // grpcio's peer strings: `ipv4:ADDR:PORT`, `ipv6:%5BADDR%5D:PORT`.
+    let node = [
+        format!("ipv4:{NODE_EXT_V4}:"),
+        format!("ipv6:%5B{NODE_EXT_V6}%5D:"),
+    ];
+    let peers: BTreeSet<&str> = (calls.iter())
+        .filter_map(|c| c.strip_prefix("call Echo ")?.split(" from ").nth(1))
         .collect();
     assert!(
-        echoes.len() == 2 && echoes.iter().all(|c| c.contains(&from_node)),
+        peers.len() == 1 && peers.iter().all(|p| node.iter().any(|n| p.starts_with(n))),
         "{calls:?}"
     );
 
