@@ -2,15 +2,16 @@
 //! speaks TLS (the test CA), the client in the pod speaks plaintext (h2 with prior
 //! knowledge) to the Backend's name; the proxy originates TLS (ALPN h2). Trailers pass
 //! intact, and the proxy's own answers are gRPC statuses the client reads as such:
-//! UNAVAILABLE when the server is down, DEADLINE_EXCEEDED after the response timeout,
-//! PERMISSION_DENIED where the BackendPolicy refuses.
+//! UNAVAILABLE when the server's certificate fails the handshake and when the server is
+//! down, DEADLINE_EXCEEDED after the response timeout, PERMISSION_DENIED where the
+//! BackendPolicy refuses.
 
 use std::collections::BTreeSet;
 
 use serde_json::Value;
 use xtask::netlab::{NODE_EXT_V4, NODE_EXT_V6};
 
-use super::{API_HOST, ERRORS, HttpBackend, HttpBed};
+use super::{API_HOST, ERRORS, HttpBackend, HttpBed, OTHER_BACKEND, OTHER_HOST};
 use crate::support::{
     python::{GRPC_PEER, PythonServer, run_in_pod},
     tls::Ca,
@@ -27,9 +28,9 @@ metadata: {name: grpc-rules, namespace: demo}\nspec:\n  targetRefs:\n    \
 - {group: gateway.networking.x-k8s.io, kind: XBackend, name: grpc}\n  rules:\n    \
 - paths: [{type: PathPrefix, value: /redirector.test.Echo}]\n";
 
-/// `grpc_peer.py call` from the pod: one JSON object per case, by case name.
-fn call(t: &HttpBed, cases: &[&str]) -> Vec<Value> {
-    let target = format!("{API_HOST}:{GRPC_PORT}");
+/// `grpc_peer.py call` to `host` from the pod: one JSON object per case, in order.
+fn call(t: &HttpBed, host: &str, cases: &[&str]) -> Vec<Value> {
+    let target = format!("{host}:{GRPC_PORT}");
     let mut args = vec![GRPC_PEER, "call", &target];
     args.extend(cases);
     let lines = run_in_pod(&t.bed.topo, &args);
@@ -72,12 +73,15 @@ fn grpcio_calls_through_a_grpc_backend_and_the_proxy_s_own_answers_are_grpc_stat
         protocol: "GRPC",
         ca: Some(&ca),
     };
-    let yaml = format!("{}---\n{POLICY}", backend.yaml());
+    // The same server under another name, whose certificate it does not have.
+    let wrong_ca = Ca::new("another CA");
+    let other = HttpBackend::other(GRPC_PORT, "GRPC", Some(&wrong_ca));
+    let yaml = format!("{}---\n{}---\n{POLICY}", backend.yaml(), other.yaml());
     let t = HttpBed::new(&yaml, &["--http-response-timeout", "2s"]);
     let server = PythonServer::start(&t.bed.topo.ext, GRPC_PEER, GRPC_PORT, &leaf);
 
     let cases = ["unary", "stream", "fail", "big", "slow", "forbidden"];
-    let results = call(&t, &cases);
+    let results = call(&t, API_HOST, &cases);
     assert_case(&results[0], "OK", &[("echoed", true.into())], &t);
     let stream = [("messages", 1000.into()), ("in_order", true.into())];
     assert_case(&results[1], "OK", &stream, &t);
@@ -108,10 +112,16 @@ fn grpcio_calls_through_a_grpc_backend_and_the_proxy_s_own_answers_are_grpc_stat
         "{calls:?}"
     );
 
-    // The server goes away: the client reads UNAVAILABLE, not UNKNOWN or INTERNAL.
+    // A failed TLS handshake, and then the server gone: the client reads UNAVAILABLE,
+    // not UNKNOWN or INTERNAL.
+    let refused = call(&t, OTHER_HOST, &["unary"]);
+    assert_own_answer(&refused[0], "UNAVAILABLE", "", &t);
     drop(server);
-    let down = call(&t, &["unary"]);
+    let down = call(&t, API_HOST, &["unary"]);
     assert_own_answer(&down[0], "UNAVAILABLE", "", &t);
+    let other = ("backend", OTHER_BACKEND);
+    t.assert_sample(CALLS, &[other, ("code", "UNAVAILABLE")], 1.0);
+    t.assert_sample(ERRORS, &[other, ("reason", "upstream_handshake")], 1.0);
 
     let backend = ("backend", BACKEND);
     for (code, count) in [
