@@ -271,3 +271,40 @@ impl GrpcCalls {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use prometheus_client::encoding::text::encode;
+
+    use super::*;
+
+    fn text(stats: &HttpStats) -> String {
+        let mut registry = Registry::default();
+        stats.register(&mut registry);
+        let mut out = String::new();
+        encode(&mut out, &registry).unwrap();
+        out
+    }
+
+    #[test]
+    fn grpc_calls_are_counted_by_code_and_only_for_backends_that_had_one() {
+        let stats = HttpStats::default();
+        let plain = stats.of("demo/plain");
+        plain.finished(Duration::from_millis(1));
+        assert!(!text(&stats).contains("redirector_grpc_requests_total{"));
+        let grpc = stats.of("demo/grpc");
+        grpc.grpc_ended(Some(Code::Ok));
+        grpc.grpc_ended(Some(Code::Ok));
+        grpc.grpc_ended(None);
+        stats.grpc_answered("demo/grpc", Code::Unavailable);
+        let out = text(&stats);
+        for line in [
+            r#"redirector_grpc_requests_total{backend="demo/grpc",code="OK"} 2"#,
+            r#"redirector_grpc_requests_total{backend="demo/grpc",code="none"} 1"#,
+            r#"redirector_grpc_requests_total{backend="demo/grpc",code="UNAVAILABLE"} 1"#,
+        ] {
+            assert!(out.lines().any(|l| l == line), "{line} in\n{out}");
+        }
+        assert!(!out.contains(r#"backend="demo/plain",code"#), "{out}");
+    }
+}
