@@ -10,6 +10,7 @@ mod load_bench;
 mod machine;
 mod numbers;
 mod packages;
+mod python_env;
 mod scale;
 pub mod toolchain;
 
@@ -93,6 +94,8 @@ pub fn test(extra: &[String]) -> Result<ExitCode> {
     // sets it up (CI runs nothing else).
     packages::install_missing("test", test_packages)
         .context("installing the programs the end-to-end tests drive")?;
+    let python = python_env::ensure("test", &target_dir().join("test-python"))
+        .context("making the Python environment of the gRPC and WebSocket tests")?;
     toolchain::ensure_lint_components()?;
     // Formatting and clippy first.
     let lint = lint()?;
@@ -105,6 +108,7 @@ pub fn test(extra: &[String]) -> Result<ExitCode> {
             .args(extra)
             .env("REDIRECTOR_BIN", &bin)
             .env("REDIRECTOR_UNIT_TESTS", &unit_tests)
+            .env(python_env::PYTHON_VAR, &python)
             .env("PATH", packages::path_with_sbin()),
     )?;
     if lint != ExitCode::SUCCESS {

@@ -7,7 +7,8 @@
 //!
 //! Ports of the external server: 8443 nginx TLS (h2 and http/1.1), 8444 and 8447 nginx
 //! TLS (http/1.1 only), 8445 `netprobe serve-h2` (TLS, h2 only), 8081 nginx cleartext
-//! HTTP/1.1, 8082 nginx cleartext HTTP/2 (prior knowledge), 9000 `netprobe serve-http`.
+//! HTTP/1.1, 8082 nginx cleartext HTTP/2 (prior knowledge), 9000 `netprobe serve-http`,
+//! 50051 grpcio (TLS) and 8765 `websockets` (TLS), both from PyPI (`support/python.rs`).
 //! (8080 is the `netprobe serve` of every bed.)
 
 mod support;
@@ -16,6 +17,8 @@ mod support;
 mod errors;
 #[path = "http/framing.rs"]
 mod framing;
+#[path = "http/grpc.rs"]
+mod grpc;
 #[path = "http/h2c.rs"]
 mod h2c;
 #[path = "http/names.rs"]
@@ -28,6 +31,8 @@ mod pooling;
 mod protocols;
 #[path = "http/streams.rs"]
 mod streams;
+#[path = "http/wss.rs"]
+mod wss;
 
 use serde_json::Value;
 use support::{

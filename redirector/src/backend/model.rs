@@ -129,8 +129,7 @@ pub struct ExternalHostnameBackend {
     pub hostname: String,
 }
 
-/// `BackendProtocol`. Upstream also defines a `GRPC` constant, but the CRD enum
-/// (`TCP;HTTP;HTTP2;HTTP11;H2C;MCP`) does not admit it, so neither does this type.
+/// `BackendProtocol`. `GRPC` and `WSS` are in upstream's newest enum (Extended support).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum BackendProtocol {
     #[serde(rename = "TCP")]
@@ -145,6 +144,10 @@ pub enum BackendProtocol {
     H2c,
     #[serde(rename = "MCP")]
     Mcp,
+    #[serde(rename = "GRPC")]
+    Grpc,
+    #[serde(rename = "WSS")]
+    Wss,
 }
 
 /// `BackendTLSMode`.

@@ -1,5 +1,5 @@
-//! HTTP Backends (`protocol` HTTP, HTTP11, HTTP2, H2C, MCP): the proxy speaks HTTP
-//! (hyper) to both sides.
+//! HTTP Backends (`protocol` HTTP, HTTP11, HTTP2, H2C, MCP, GRPC, WSS): the proxy
+//! speaks HTTP (hyper) to both sides.
 //!
 //! - [`serve`] reads the client's opening: plaintext is served as HTTP/1.x or h2 with
 //!   prior knowledge; the client's own TLS is judged like bytes Backends judge it.
@@ -13,9 +13,12 @@
 //! - [`upgrade`] gives Upgrade requests (WebSocket) an HTTP/1.1 connection of their own;
 //!   an `Upgrade: h2c` offer is declined (answered in HTTP/1.1, forwarded pooled).
 //! - [`body`] measures each response as it streams: metrics and the access log.
+//! - [`grpc`]: the proxy's own answers to gRPC calls are gRPC statuses, and calls are
+//!   counted by the status they ended with.
 
 mod body;
 mod error;
+mod grpc;
 mod headers;
 mod inline;
 pub mod metrics;
@@ -178,8 +181,12 @@ async fn serve_http(shared: Arc<Shared>, routed: Routed, mut client: TcpStream, 
     });
     let watch = (&*shared, label.as_str(), &*activity, &go_away);
     let finished = if h2 {
+        // No Date of the proxy's own on h2: on a gRPC trailers-only response (headers
+        // that end the stream) the client reads every header as the call's trailing
+        // metadata, and one the server never sent would be among it.
         let connection = http2::Builder::new(TokioExecutor::new())
             .timer(TokioTimer::new())
+            .auto_date_header(false)
             .serve_connection(client, service);
         Box::pin(until_done(watch, connection, |c| c.graceful_shutdown())).await
     } else {

@@ -7,6 +7,7 @@ pub mod capture;
 pub mod curl;
 pub mod fixtures;
 pub mod nginx;
+pub mod python;
 pub mod tls;
 
 use std::{net::IpAddr, path::PathBuf};

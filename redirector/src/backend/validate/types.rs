@@ -56,6 +56,10 @@ pub enum Protocol {
     Http11,
     H2c,
     Mcp,
+    /// h2 upstream, gRPC-aware answers of the proxy's own (`proxy/http/grpc.rs`).
+    Grpc,
+    /// HTTP/1.1 upstream (ALPN `http/1.1`) that WebSocket upgrades are carried over.
+    Wss,
 }
 
 impl Protocol {
@@ -68,7 +72,15 @@ impl Protocol {
             Self::Http11 => "HTTP11",
             Self::H2c => "H2C",
             Self::Mcp => "MCP",
+            Self::Grpc => "GRPC",
+            Self::Wss => "WSS",
         }
+    }
+
+    /// Whether the upstream is spoken to in h2 whatever ALPN says (prior knowledge in
+    /// cleartext): `HTTP2`, `H2C` and `GRPC` (gRPC is h2's own).
+    pub fn is_h2(self) -> bool {
+        matches!(self, Self::Http2 | Self::H2c | Self::Grpc)
     }
 
     /// Whether the proxy speaks HTTP to both sides (everything but `TCP`).
@@ -92,6 +104,8 @@ impl From<BackendProtocol> for Protocol {
             BackendProtocol::Http11 => Self::Http11,
             BackendProtocol::H2c => Self::H2c,
             BackendProtocol::Mcp => Self::Mcp,
+            BackendProtocol::Grpc => Self::Grpc,
+            BackendProtocol::Wss => Self::Wss,
         }
     }
 }

@@ -16,7 +16,7 @@ use http_body_util::{BodyExt, Full, combinators::UnsyncBoxBody};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use tokio::sync::oneshot;
 
-use super::{inline::Lease, metrics::BackendHttp};
+use super::{grpc::Outcome, inline::Lease, metrics::BackendHttp};
 use crate::{
     proxy::{Shared, access_log},
     workload::Workload,
@@ -40,6 +40,8 @@ pub struct Completion {
     pub metrics: Arc<BackendHttp>,
     /// Only kept when there is an access log.
     pub log: Option<LogFields>,
+    /// The request is a gRPC call: counted by the status its response ends with.
+    pub grpc: bool,
 }
 
 /// The request's fields in the access log.
@@ -69,6 +71,7 @@ pub fn metered(
 ) -> Response<ProxyBody> {
     let status = response.status().as_u16();
     let version = response.version();
+    let grpc = (completion.grpc).then(|| Outcome::of_head(response.status(), response.headers()));
     response.map(|inner| {
         Metered {
             inner,
@@ -78,6 +81,7 @@ pub fn metered(
                 status,
                 version,
                 shared,
+                grpc,
             }),
         }
         .boxed_unsync()
@@ -89,6 +93,8 @@ struct Record {
     status: u16,
     version: Version,
     shared: Arc<Shared>,
+    /// A gRPC call's outcome so far.
+    grpc: Option<Outcome>,
 }
 
 /// A response body that records its request when it ends.
@@ -114,12 +120,16 @@ impl Metered {
             status,
             version,
             shared,
+            grpc,
         }) = self.record.take()
         else {
             return;
         };
         let took = completion.started.elapsed();
         completion.metrics.finished(took);
+        if let Some(outcome) = grpc {
+            completion.metrics.grpc_ended(outcome.code());
+        }
         if let (Some(log), Some(fields)) = (&shared.access_log, &completion.log) {
             log.request(&access_log::Request {
                 backend: &completion.metrics.name,
@@ -157,7 +167,14 @@ impl Body for Metered {
             Poll::Ready(Some(Ok(frame))) => {
                 if let Some(data) = frame.data_ref() {
                     self.bytes += data.len() as u64;
-                } else if frame.is_trailers() {
+                } else if let Some(trailers) = frame.trailers_ref() {
+                    if let Some(Record {
+                        grpc: Some(outcome),
+                        ..
+                    }) = &mut self.record
+                    {
+                        outcome.trailers(trailers);
+                    }
                     // Trailers end a chunked body: hyper's server writes them and
                     // polls no further, and the upstream connection is done with it.
                     self.let_go(true);

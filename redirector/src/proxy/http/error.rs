@@ -167,7 +167,7 @@ pub fn client_connection_failed(
     };
     match kind {
         Some(kind) => {
-            shared.stats.http.error(backend, kind, source_namespace);
+            (shared.stats.http).error(backend, kind, kind.status(), source_namespace);
             if let Some(suppressed) = shared.log_limit.allow(kind.as_str()) {
                 tracing::warn!(
                     backend,

@@ -1,6 +1,9 @@
 //! Per-request metrics of HTTP Backends.
 
-use std::{sync::Arc, time::Duration};
+use std::{
+    sync::{Arc, OnceLock},
+    time::Duration,
+};
 
 use http::StatusCode;
 use prometheus_client::{
@@ -13,7 +16,10 @@ use prometheus_client::{
     registry::Registry,
 };
 
-use super::error::HttpError;
+use super::{
+    error::HttpError,
+    grpc::{CODES, Code},
+};
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct BackendLabel {
@@ -28,6 +34,16 @@ struct BackendClass {
     class: &'static str,
     source_namespace: String,
 }
+
+/// `code`: a gRPC status name, or [`NO_CODE`].
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BackendCode {
+    backend: String,
+    code: &'static str,
+}
+
+/// The `code` of a gRPC call whose response ended without `grpc-status`.
+const NO_CODE: &str = "none";
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct BackendReason {
@@ -47,6 +63,7 @@ pub struct HttpStats {
     opened: Family<BackendLabel, Counter>,
     reused: Family<BackendLabel, Counter>,
     errors: Family<BackendReason, Counter>,
+    grpc: Family<BackendCode, Counter>,
 }
 
 impl Default for HttpStats {
@@ -57,6 +74,7 @@ impl Default for HttpStats {
             opened: Family::default(),
             reused: Family::default(),
             errors: Family::default(),
+            grpc: Family::default(),
         }
     }
 }
@@ -89,8 +107,16 @@ impl HttpStats {
             "HTTP requests the proxy answered itself, by reason (misdirected 421, \
              upstream_connect/upstream_handshake/tls_config/upstream_error 502, \
              upstream_timeout 504, malformed_request 400, headers_too_large 431, \
-             transfer_coding 501, policy_denied 403, policy_unresolved 503)",
+             transfer_coding 501, policy_denied 403, policy_unresolved 503; to gRPC \
+             calls as gRPC statuses, see redirector_grpc_requests)",
             self.errors.clone(),
+        );
+        registry.register(
+            "redirector_grpc_requests",
+            "gRPC calls (content-type application/grpc) answered, by Backend and the \
+             grpc-status their response ended with (OK, UNAVAILABLE...; none: it ended \
+             without one), the proxy's own answers included",
+            self.grpc.clone(),
         );
     }
 
@@ -101,6 +127,10 @@ impl HttpStats {
             duration: self.duration.get_or_create(&label(backend)).clone(),
             opened: self.opened.get_or_create(&label(backend)).clone(),
             reused: self.reused.get_or_create(&label(backend)).clone(),
+            grpc: GrpcCalls {
+                family: self.grpc.clone(),
+                counters: OnceLock::new(),
+            },
         })
     }
 
@@ -118,8 +148,16 @@ impl HttpStats {
         Requests(CLASSES.map(class))
     }
 
-    /// A request the proxy answered itself (or hyper did: 400, 431), by reason.
-    pub fn error(&self, backend: &str, kind: HttpError, source_namespace: &str) {
+    /// A request the proxy answered itself (or hyper did: 400, 431), by reason, with
+    /// `answered`: the HTTP status it was sent (200 for a gRPC call's trailers-only
+    /// answer, else the reason's own).
+    pub fn error(
+        &self,
+        backend: &str,
+        kind: HttpError,
+        answered: StatusCode,
+        source_namespace: &str,
+    ) {
         let labels = BackendReason {
             backend: backend.to_owned(),
             reason: kind.as_str(),
@@ -128,10 +166,19 @@ impl HttpStats {
         // Its status too ([`Requests`] count the upstreams' answers).
         let labels = BackendClass {
             backend: backend.to_owned(),
-            class: class(kind.status()),
+            class: class(answered),
             source_namespace: source_namespace.to_owned(),
         };
         self.requests.get_or_create(&labels).inc();
+    }
+
+    /// A gRPC call the proxy answered itself with `code`.
+    pub fn grpc_answered(&self, backend: &str, code: Code) {
+        let labels = BackendCode {
+            backend: backend.to_owned(),
+            code: code.as_str(),
+        };
+        self.grpc.get_or_create(&labels).inc();
     }
 }
 
@@ -164,6 +211,7 @@ pub struct BackendHttp {
     duration: Histogram,
     opened: Counter,
     reused: Counter,
+    grpc: GrpcCalls,
 }
 
 impl BackendHttp {
@@ -173,6 +221,11 @@ impl BackendHttp {
 
     pub fn opened(&self) {
         self.opened.inc();
+    }
+
+    /// A gRPC call's response ended with `code` (`None`: without `grpc-status`).
+    pub fn grpc_ended(&self, code: Option<Code>) {
+        self.grpc.ended(&self.name, code);
     }
 
     /// A request went out on a pooled connection (`reused`: one that had carried a
@@ -187,5 +240,71 @@ impl BackendHttp {
 fn label(backend: &str) -> BackendLabel {
     BackendLabel {
         backend: backend.to_owned(),
+    }
+}
+
+/// One Backend's gRPC call counters, one per code and [`NO_CODE`], made on its first
+/// gRPC call (a Backend that never sees one shows none) and then counted with an add.
+#[derive(Debug)]
+struct GrpcCalls {
+    family: Family<BackendCode, Counter>,
+    /// Indexed by code number; the last is [`NO_CODE`].
+    counters: OnceLock<Box<[Counter]>>,
+}
+
+impl GrpcCalls {
+    fn ended(&self, backend: &str, code: Option<Code>) {
+        let counters = self.counters.get_or_init(|| {
+            let names = CODES.iter().map(|c| c.as_str()).chain([NO_CODE]);
+            let counter = |code| {
+                let labels = BackendCode {
+                    backend: backend.to_owned(),
+                    code,
+                };
+                self.family.get_or_create(&labels).clone()
+            };
+            names.map(counter).collect()
+        });
+        let index = code.map_or(CODES.len(), Code::number);
+        if let Some(counter) = counters.get(index) {
+            counter.inc();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use prometheus_client::encoding::text::encode;
+
+    use super::*;
+
+    fn text(stats: &HttpStats) -> String {
+        let mut registry = Registry::default();
+        stats.register(&mut registry);
+        let mut out = String::new();
+        encode(&mut out, &registry).unwrap();
+        out
+    }
+
+    #[test]
+    fn grpc_calls_are_counted_by_code_and_only_for_backends_that_had_one() {
+        let stats = HttpStats::default();
+        let plain = stats.of("demo/plain");
+        plain.finished(Duration::from_millis(1));
+        assert!(!text(&stats).contains("redirector_grpc_requests_total{"));
+        let grpc = stats.of("demo/grpc");
+        grpc.grpc_ended(Some(Code::Ok));
+        grpc.grpc_ended(Some(Code::Ok));
+        grpc.grpc_ended(None);
+        stats.grpc_answered("demo/grpc", Code::Unavailable);
+        let out = text(&stats);
+        for line in [
+            r#"redirector_grpc_requests_total{backend="demo/grpc",code="OK"} 2"#,
+            r#"redirector_grpc_requests_total{backend="demo/grpc",code="none"} 1"#,
+            r#"redirector_grpc_requests_total{backend="demo/grpc",code="UNAVAILABLE"} 1"#,
+        ] {
+            assert!(out.lines().any(|l| l == line), "{line} in\n{out}");
+        }
+        assert!(!out.contains(r#"backend="demo/plain",code"#), "{out}");
     }
 }

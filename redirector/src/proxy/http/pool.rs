@@ -187,9 +187,9 @@ impl Pools {
             // GiB 0.91 s at 64, 0.78 at 32, 0.98 at 16: bench/README.md). TLS yields
             // 16 KiB records per read anyway.
             .http1_max_buf_size(UPSTREAM_READ_BUFFER);
-        // HTTP2 and H2C: h2 whatever ALPN says (prior knowledge in cleartext). HTTP with
-        // TLS: h2 if the server picks it in ALPN (the dialer says so), else HTTP/1.1.
-        if matches!(protocol, Protocol::Http2 | Protocol::H2c) {
+        // HTTP2, H2C and GRPC: h2 whatever ALPN says (prior knowledge in cleartext). HTTP
+        // with TLS: h2 if the server picks it in ALPN (the dialer says so), else HTTP/1.1.
+        if protocol.is_h2() {
             builder.http2_only(true);
         }
         builder.build(dialer)
@@ -226,13 +226,13 @@ const HTTP1: u8 = 1;
 const HTTP2: u8 = 2;
 
 impl UpstreamSpeaks {
-    /// Known from the Backend where its protocol leaves one choice (HTTP2 and H2C are
-    /// h2; cleartext HTTP, HTTP11 and MCP are HTTP/1.1); with TLS that offers h2 in ALPN
-    /// the server decides, and the first connection tells.
+    /// Known from the Backend where its protocol leaves one choice (HTTP2, H2C and GRPC
+    /// are h2; cleartext HTTP, HTTP11, MCP and WSS are HTTP/1.1); with TLS that offers h2
+    /// in ALPN the server decides, and the first connection tells.
     pub fn of(protocol: Protocol, tls: Option<&ClientConfig>) -> Self {
         let offers_h2 = |config: &ClientConfig| config.alpn_protocols.iter().any(|p| p == H2);
         let known = match (protocol, tls) {
-            (Protocol::Http2 | Protocol::H2c, _) => HTTP2,
+            (protocol, _) if protocol.is_h2() => HTTP2,
             (_, Some(config)) if offers_h2(config) => UNKNOWN,
             _ => HTTP1,
         };

@@ -23,6 +23,8 @@ mod authority;
 mod own_answer;
 mod policy;
 
+use own_answer::Asked;
+
 use authority::{
     UpstreamAuthority, authority_of, bad_authority, canonical_authority, split_host_port,
 };
@@ -30,7 +32,7 @@ use authority::{
 use super::{
     body::{Completion, LogFields, ProxyBody, RequestBody, Upstreamed, metered},
     error::{HttpError, ProxyError},
-    headers,
+    grpc, headers,
     inline::{self, Lease, Sent},
     metrics::Requests,
     pool::Pooled,
@@ -90,7 +92,12 @@ impl Context {
             path: req.uri().path().to_owned(),
             source: self.routed.source.clone(),
         });
-        let asked = (started, log.as_ref());
+        let grpc = grpc::is_call(req.headers());
+        let asked = Asked {
+            started,
+            log: log.as_ref(),
+            grpc,
+        };
         let index = match self.backend_for(&req) {
             Ok(index) => index,
             Err(error) => return self.refuse("-", error, asked),
@@ -138,11 +145,12 @@ impl Context {
                     started,
                     metrics: pooled.metrics.clone(),
                     log,
+                    grpc,
                 };
                 metered(response, completion, shared.clone())
             }
             Err(error) => {
-                let response = self.refuse(&pooled.metrics.name, error, (started, log.as_ref()));
+                let response = self.refuse(&pooled.metrics.name, error, asked);
                 pooled.metrics.finished(started.elapsed());
                 response
             }

@@ -81,7 +81,7 @@ pub fn cases() -> Vec<Case> {
         ("protocol.enum", "absent", META, plain(ok, "80"), None),
         ("protocol.enum", "H2C", META, format!("{}, protocol: H2C", plain(ok, "80")), None),
         ("protocol.enum", "TLS", META, format!("{}, protocol: TLS", plain(ok, "80")), Some("spec.protocol")),
-        ("protocol.enum", "GRPC (a Go constant, not in the CRD enum)", META, format!("{}, protocol: GRPC", plain(ok, "80")), Some("spec.protocol")),
+        ("protocol.enum", "GRPC (upstream's newest enum)", META, format!("{}, protocol: GRPC", plain(ok, "80")), None),
         ("protocol.enum", "lowercase", META, format!("{}, protocol: tcp", plain(ok, "80")), Some("spec.protocol")),
     ]
 }
