@@ -45,6 +45,10 @@
 //! leader or a restart writes only what differs. `lastTransitionTime` changes only when
 //! a condition's status does.
 //!
+//! **BackendPolicies** get their status from the same writer, in the same way
+//! (`status.ancestors`, one entry per targeted XBackend: `ancestors.rs`,
+//! `policy_writer.rs`).
+//!
 //! **Node-local problems are not status.** A hostname that does not resolve on one node
 //! says nothing about the Backend; only what is the same on every node goes here: the
 //! validation result and whether the referenced ConfigMaps and Secrets are usable.
@@ -80,7 +84,8 @@ const RESYNC: Duration = Duration::from_secs(600);
 const CONFLICT_ATTEMPTS: usize = 3;
 /// Longest wait for one API request.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
-/// The XBackend status writer: leader election plus the writes while leading.
+/// The XBackend and BackendPolicy status writer: leader election plus the writes while
+/// leading.
 pub struct StatusWriter;
 
 impl StatusWriter {
@@ -88,19 +93,20 @@ impl StatusWriter {
     /// the election for the Lease `lease_namespace/redirector-status-writer` as
     /// `identity` (the node name) and, while it holds the Lease, writes the status of
     /// every XBackend in the latest `updates` whose entry differs from what the server
-    /// holds. The task ends after releasing the Lease (if held), so await it on
-    /// shutdown to hand over at once.
+    /// holds, and of every BackendPolicy in the latest `policies`. The task ends after
+    /// releasing the Lease (if held), so await it on shutdown to hand over at once.
     pub fn spawn(
         client: Client,
         identity: String,
         lease_namespace: String,
         updates: watch::Receiver<Vec<ObjectStatus>>,
+        policies: watch::Receiver<Vec<PolicyStatus>>,
         shutdown: CancellationToken,
     ) -> JoinHandle<()> {
         Self::spawn_with(
             client,
             LeaseConfig::new(lease_namespace, identity),
-            updates,
+            (updates, policies),
             shutdown,
         )
     }
@@ -109,7 +115,7 @@ impl StatusWriter {
     pub fn spawn_with(
         client: Client,
         lease: LeaseConfig,
-        mut updates: watch::Receiver<Vec<ObjectStatus>>,
+        mut updates: Updates,
         shutdown: CancellationToken,
     ) -> JoinHandle<()> {
         tokio::spawn(async move {
@@ -125,10 +131,16 @@ impl StatusWriter {
     }
 }
 
+/// The statuses to write: of the XBackends, of the BackendPolicies.
+pub type Updates = (
+    watch::Receiver<Vec<ObjectStatus>>,
+    watch::Receiver<Vec<PolicyStatus>>,
+);
+
 async fn write_while_leading(
     client: Client,
     leading: &mut watch::Receiver<bool>,
-    updates: &mut watch::Receiver<Vec<ObjectStatus>>,
+    (updates, policies): &mut Updates,
     shutdown: &CancellationToken,
 ) {
     loop {
@@ -139,6 +151,7 @@ async fn write_while_leading(
             }
         }
         let mut writer = Writer::new(client.clone());
+        let mut policy_writer = PolicyWriter::new(client.clone());
         let mut synced: Option<Instant> = None;
         while *leading.borrow() {
             let resync = synced.is_none_or(|at| at.elapsed() >= RESYNC);
@@ -147,16 +160,20 @@ async fn write_while_leading(
                 done = async {
                     if resync {
                         writer.sync().await?;
+                        policy_writer.sync().await?;
                         synced = Some(Instant::now());
                     }
                     let desired = updates.borrow_and_update().clone();
-                    writer.write_all(&desired, leading).await
+                    let backends = writer.write_all(&desired, leading).await;
+                    let desired = policies.borrow_and_update().clone();
+                    let policies = policy_writer.write_all(&desired, leading).await;
+                    backends.and(policies)
                 } => done,
             };
             let retry_at = match wrote {
                 Ok(()) => None,
                 Err(error) => {
-                    tracing::warn!(%error, retry_s = RETRY.as_secs(), "writing XBackend status failed");
+                    tracing::warn!(%error, retry_s = RETRY.as_secs(), "writing status failed");
                     Some(Instant::now() + RETRY)
                 }
             };
@@ -166,10 +183,11 @@ async fn write_while_leading(
                 () = shutdown.cancelled() => return,
                 changed = leading.changed() => if changed.is_err() { return },
                 changed = updates.changed() => if changed.is_err() { return },
+                changed = policies.changed() => if changed.is_err() { return },
                 () = tokio::time::sleep_until(wake) => {}
             }
         }
-        tracing::info!("no longer the status writer: stopped writing XBackend status");
+        tracing::info!("no longer the status writer: stopped writing status");
     }
 }
 
@@ -348,8 +366,12 @@ async fn timed_raw<T>(
     }
 }
 
+mod ancestors;
+mod policy_writer;
 mod render;
 
+pub use ancestors::{PolicyStatus, policy_statuses};
+use policy_writer::PolicyWriter;
 use render::*;
 pub use render::{ObjectStatus, object_statuses};
 
