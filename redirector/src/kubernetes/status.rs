@@ -55,16 +55,13 @@
 
 use std::{collections::BTreeMap, time::Duration};
 
-use kube::{
-    Api, Client,
-    api::{DynamicObject, ListParams, Patch, PatchParams},
-};
+use kube::{Api, Client, api::DynamicObject};
 use serde_json::json;
 use tokio::{sync::watch, task::JoinHandle, time::Instant};
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    lease::{self, LeaseConfig, is_conflict},
+    lease::{self, LeaseConfig},
     xbackends,
 };
 use crate::backend::{ObjectKey, constraints, model};
@@ -82,8 +79,6 @@ const RETRY: Duration = Duration::from_secs(5);
 const RESYNC: Duration = Duration::from_secs(600);
 /// Attempts of one write when the object keeps changing under it (409).
 const CONFLICT_ATTEMPTS: usize = 3;
-/// Longest wait for one API request.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// The XBackend and BackendPolicy status writer: leader election plus the writes while
 /// leading.
 pub struct StatusWriter;
@@ -216,21 +211,9 @@ impl Writer {
         let api: Api<DynamicObject> =
             Api::all_with(self.client.clone(), &xbackends::api_resource());
         let mut known = BTreeMap::new();
-        let mut token: Option<String> = None;
-        loop {
-            let mut params = ListParams::default().limit(500);
-            if let Some(token) = &token {
-                params = params.continue_token(token);
-            }
-            let page = timed(api.list(&params)).await?;
-            for object in &page.items {
-                if let (Some(ours), _) = split_parents(object) {
-                    known.insert(xbackends::key(object), ours);
-                }
-            }
-            token = page.metadata.continue_.filter(|t| !t.is_empty());
-            if token.is_none() {
-                break;
+        for object in &list_all(&api).await.map_err(describe)? {
+            if let (Some(ours), _) = split_parents(object) {
+                known.insert(xbackends::key(object), ours);
             }
         }
         tracing::debug!(
@@ -309,17 +292,9 @@ impl Writer {
                 },
                 "status": {"parents": parents},
             });
-            let params = PatchParams::apply(FIELD_MANAGER).force();
-            match timed_raw(api.patch_status(&key.name, &params, &Patch::Apply(&body))).await {
-                Ok(_) => {
-                    let state = |type_: &str| {
-                        entry
-                            .conditions
-                            .iter()
-                            .find(|c| c.type_ == type_)
-                            .map_or("-", |c| c.status.as_str())
-                            .to_owned()
-                    };
+            match apply_status(&api, &key.name, &body).await? {
+                Applied::Written => {
+                    let state = |type_| state_of(&entry.conditions, type_);
                     tracing::info!(
                         backend = %key,
                         generation = status.generation,
@@ -330,15 +305,13 @@ impl Writer {
                     self.known.insert(key.clone(), entry);
                     return Ok(());
                 }
-                Err(Some(e)) if is_conflict(&e) => {
+                Applied::Conflict => {
                     tracing::debug!(backend = %key, "XBackend changed while writing its status; again");
                 }
-                Err(Some(kube::Error::Api(s))) if s.code == 404 => {
+                Applied::Gone => {
                     self.known.remove(key);
                     return Ok(());
                 }
-                Err(Some(e)) => return Err(e.to_string()),
-                Err(None) => return Err("the API server did not answer in time".to_owned()),
             }
         }
         Err(format!(
@@ -347,33 +320,16 @@ impl Writer {
     }
 }
 
-/// `request` with [`REQUEST_TIMEOUT`], errors as text.
-async fn timed<T>(request: impl Future<Output = kube::Result<T>>) -> Result<T, String> {
-    match timed_raw(request).await {
-        Ok(value) => Ok(value),
-        Err(Some(e)) => Err(e.to_string()),
-        Err(None) => Err("the API server did not answer in time".to_owned()),
-    }
-}
-
-/// `request` with [`REQUEST_TIMEOUT`]; `Err(None)` when it timed out.
-async fn timed_raw<T>(
-    request: impl Future<Output = kube::Result<T>>,
-) -> Result<T, Option<kube::Error>> {
-    match tokio::time::timeout(REQUEST_TIMEOUT, request).await {
-        Ok(result) => result.map_err(Some),
-        Err(_) => Err(None),
-    }
-}
-
 mod ancestors;
 mod policy_writer;
 mod render;
+mod requests;
 
 pub use ancestors::{PolicyStatus, policy_statuses};
 use policy_writer::PolicyWriter;
 use render::*;
 pub use render::{ObjectStatus, object_statuses};
+use requests::{Applied, apply_status, describe, list_all, timed};
 
 #[cfg(test)]
 mod tests;

@@ -26,7 +26,7 @@ use serde_json::Value;
 
 use super::{
     CONTROLLER_NAME,
-    render::{Condition, ParentRef, truncated},
+    render::{Condition, ParentRef, condition_since},
 };
 use crate::{
     backend::{self, Catalog, ObjectKey},
@@ -176,24 +176,11 @@ pub(super) fn render_ancestors(
     (status.ancestors.iter())
         .map(|ancestor| {
             let ancestor_ref = ancestor_ref(&status.key.namespace, &ancestor.backend);
-            let before = previous.iter().find(|p| p.ancestor_ref == ancestor_ref);
+            let before = (previous.iter())
+                .find(|p| p.ancestor_ref == ancestor_ref)
+                .map_or(&[][..], |p| p.conditions.as_slice());
             let condition = |type_: &str, result: Result<(&str, &str), (&str, &str)>| {
-                let (state, reason, message) = match result {
-                    Ok((reason, message)) => ("True", reason, message),
-                    Err((reason, message)) => ("False", reason, message),
-                };
-                let since = (before.into_iter())
-                    .flat_map(|p| p.conditions.iter())
-                    .find(|c| c.type_ == type_ && c.status == state)
-                    .map_or(now, |c| c.last_transition_time.as_str());
-                Condition {
-                    type_: type_.to_owned(),
-                    status: state.to_owned(),
-                    observed_generation: Some(status.generation),
-                    last_transition_time: since.to_owned(),
-                    reason: reason.to_owned(),
-                    message: truncated(message),
-                }
+                condition_since(type_, result, status.generation, before, now)
             };
             let mut conditions = vec![condition(
                 "Accepted",

@@ -6,22 +6,21 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use kube::{
-    Api, Client,
-    api::{DynamicObject, ListParams, Patch, PatchParams},
-};
+use kube::{Api, Client, api::DynamicObject};
 use serde_json::json;
 use tokio::sync::watch;
 
 use super::{
-    CONFLICT_ATTEMPTS, FIELD_MANAGER,
+    CONFLICT_ATTEMPTS,
     ancestors::{AncestorEntry, PolicyStatus, render_ancestors, split_ancestors},
-    now, timed, timed_raw,
+    now,
+    render::state_of,
+    requests::{Applied, apply_status, describe, list_all, timed},
 };
 use crate::{
     backend::ObjectKey,
     backend_policy,
-    kubernetes::{lease::is_conflict, policies, xbackends},
+    kubernetes::{policies, xbackends},
 };
 
 /// Gateway API's limit on `status.ancestors`.
@@ -50,28 +49,16 @@ impl PolicyWriter {
     /// their CRD is not served).
     pub(super) async fn sync(&mut self) -> Result<(), String> {
         let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &policies::api_resource());
+        let objects = match list_all(&api).await {
+            Ok(objects) => objects,
+            Err(Some(kube::Error::Api(status))) if status.code == 404 => Vec::new(),
+            Err(error) => return Err(describe(error)),
+        };
         let mut known = BTreeMap::new();
-        let mut token: Option<String> = None;
-        loop {
-            let mut params = ListParams::default().limit(500);
-            if let Some(token) = &token {
-                params = params.continue_token(token);
-            }
-            let page = match timed_raw(api.list(&params)).await {
-                Ok(page) => page,
-                Err(Some(kube::Error::Api(status))) if status.code == 404 => break,
-                Err(Some(e)) => return Err(e.to_string()),
-                Err(None) => return Err("the API server did not answer in time".to_owned()),
-            };
-            for object in &page.items {
-                let (ours, _) = split_ancestors(object);
-                if !ours.is_empty() {
-                    known.insert(xbackends::key(object), ours);
-                }
-            }
-            token = page.metadata.continue_.filter(|t| !t.is_empty());
-            if token.is_none() {
-                break;
+        for object in &objects {
+            let (ours, _) = split_ancestors(object);
+            if !ours.is_empty() {
+                known.insert(xbackends::key(object), ours);
             }
         }
         self.known = known;
@@ -150,15 +137,10 @@ impl PolicyWriter {
                 },
                 "status": {"ancestors": ancestors},
             });
-            let params = PatchParams::apply(FIELD_MANAGER).force();
-            match timed_raw(api.patch_status(&key.name, &params, &Patch::Apply(&body))).await {
-                Ok(_) => {
+            match apply_status(&api, &key.name, &body).await? {
+                Applied::Written => {
                     for entry in &entries {
-                        let state = |type_: &str| {
-                            (entry.conditions.iter())
-                                .find(|c| c.type_ == type_)
-                                .map_or("-", |c| c.status.as_str())
-                        };
+                        let state = |type_| state_of(&entry.conditions, type_);
                         tracing::info!(
                             policy = %key,
                             backend = entry.ancestor_ref.name.as_str(),
@@ -171,15 +153,13 @@ impl PolicyWriter {
                     self.known.insert(key.clone(), entries);
                     return Ok(());
                 }
-                Err(Some(e)) if is_conflict(&e) => {
+                Applied::Conflict => {
                     tracing::debug!(policy = %key, "BackendPolicy changed while writing its status; again");
                 }
-                Err(Some(kube::Error::Api(s))) if s.code == 404 => {
+                Applied::Gone => {
                     self.known.remove(key);
                     return Ok(());
                 }
-                Err(Some(e)) => return Err(e.to_string()),
-                Err(None) => return Err("the API server did not answer in time".to_owned()),
             }
         }
         Err(format!(
