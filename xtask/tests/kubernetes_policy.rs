@@ -72,14 +72,17 @@ fn secret(value: &str) -> String {
     )
 }
 
-/// `demo/api` (HTTP, TLS originated to nginx) and `demo/plain` (HTTP, no TLS).
+/// `demo/api` (HTTP, TLS originated to nginx) and `demo/plain` (HTTP, `tls.mode: None`).
 fn backends(ca: &Ca) -> String {
     let api = ApiBackend {
         protocol: "HTTP",
         ..ApiBackend::server_only(ca)
     };
     let plain = xbackend("demo", "plain", "echo.redirector.test", PLAIN_PORT.into());
-    format!("{}---\n{plain}  protocol: HTTP\n", api.yaml())
+    format!(
+        "{}---\n{plain}  protocol: HTTP\n  tls: {{mode: None}}\n",
+        api.yaml()
+    )
 }
 
 /// Field order is drop order: the agent first, the namespaces last.
