@@ -3,8 +3,8 @@
 //!
 //! One task owns the state: the XBackend and BackendPolicy stores (each fed by its own
 //! watch), and one watch per ConfigMap or Secret a Backend or policy references, started
-//! and stopped as references come and go. After
-//! every change it rebuilds the catalog, and sends it if it differs from the last one.
+//! and stopped as references come and go. After every change it rebuilds the catalog,
+//! and sends it if it differs from the last one.
 //!
 //! A catalog is held back while a newly referenced object has not been fetched yet (so
 //! a new TLS Backend does not start with its connections refused for want of a CA that

@@ -159,10 +159,10 @@ async fn write_while_leading(
                         synced = Some(Instant::now());
                     }
                     let desired = updates.borrow_and_update().clone();
-                    let backends = writer.write_all(&desired, leading).await;
+                    let backends_written = writer.write_all(&desired, leading).await;
                     let desired = policies.borrow_and_update().clone();
-                    let policies = policy_writer.write_all(&desired, leading).await;
-                    backends.and(policies)
+                    let policies_written = policy_writer.write_all(&desired, leading).await;
+                    backends_written.and(policies_written)
                 } => done,
             };
             let retry_at = match wrote {
