@@ -130,9 +130,14 @@ pub(super) async fn run(
             Some(fetched) = fetched_rx.recv() => state.fetched(fetched),
             () = sleep_until(deadline) => {}
         }
-        // Take in whatever else is queued: one catalog for a burst of events.
-        while let Ok(()) = backends_rx.try_recv() {}
-        while let Ok(()) = policies_rx.try_recv() {}
+        // Take in whatever else is queued: one catalog for a burst of events. A store's
+        // first message says it is listed, whichever branch above took a message.
+        while let Ok(()) = backends_rx.try_recv() {
+            state.backends_synced = true;
+        }
+        while let Ok(()) = policies_rx.try_recv() {
+            state.policies_synced = true;
+        }
         while let Ok(fetched) = fetched_rx.try_recv() {
             state.fetched(fetched);
         }
