@@ -27,7 +27,7 @@ pub use directory::{Catalog, DirectoryError, DirectoryLoader, Problem, load, loc
     reason = "public surface; consumers arrive incrementally"
 )]
 pub use model::XBackend;
-pub use policies::{attach_policies, policy_problems};
+pub use policies::{attach_policies, policy_problems, unresolved_refs};
 #[allow(
     unused_imports,
     reason = "public surface; consumers arrive incrementally"

@@ -20,7 +20,7 @@ mod validate;
 
 use std::sync::{Arc, RwLock};
 
-pub use attach::{Applied, Attachment, SecretLookup, TargetFacts, attach};
+pub use attach::{Applied, Attachment, Rejection, SecretLookup, TargetFacts, attach, unresolved};
 pub use model::{API_VERSION, KIND};
 pub use rules::RequestFacts;
 pub use secret::SensitiveHeader;
@@ -71,6 +71,17 @@ impl PolicyError {
             Self::Unresolved(message) => message,
         }
     }
+}
+
+/// A BackendPolicy object as the API server holds it, valid or not: what its status is
+/// written for (Kubernetes source only).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Observed {
+    /// `metadata.generation`: the `observedGeneration` of its conditions.
+    pub generation: i64,
+    /// `spec.targetRefs[].name`, as far as they can be read even from an invalid
+    /// object: one `status.ancestors` entry each.
+    pub targets: Vec<String>,
 }
 
 /// The policy in force for one Backend, shared by every table that has the Backend so

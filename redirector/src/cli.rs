@@ -53,7 +53,8 @@ pub enum Command {
     Check(CheckArgs),
     /// Print the Backends of a running agent: state, addresses, TLS, active connections.
     Status(StatusArgs),
-    /// Print the XBackend CustomResourceDefinition (`redirector crd | kubectl apply -f -`).
+    /// Print the XBackend and BackendPolicy CustomResourceDefinitions
+    /// (`redirector crd | kubectl apply -f -`).
     Crd(CrdArgs),
     /// Detach the programs and remove every pin under --bpffs.
     ///
@@ -326,9 +327,9 @@ pub struct CheckArgs {
 
 #[derive(Debug, Args)]
 pub struct CrdArgs {
-    /// Print the BackendPolicy CRD instead. Not part of the default output yet: the
-    /// agent does not watch BackendPolicies on Kubernetes, and a policy applied to a
-    /// cluster would silently do nothing (they are read from --backends directories).
+    /// Print only the BackendPolicy CRD (policy.redirector.dev/v1alpha1), for clusters
+    /// whose XBackend CRD comes from the Gateway API experimental channel. Without it,
+    /// both CRDs are printed: XBackend, then BackendPolicy.
     #[arg(long)]
     pub backend_policy: bool,
 }

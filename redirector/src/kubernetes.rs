@@ -7,10 +7,13 @@
 //! - XBackends of every namespace (`gateway.networking.x-k8s.io/v1alpha1`), as dynamic
 //!   objects, so that one malformed object becomes a [`crate::backend::Problem`] naming its
 //!   field instead of failing the whole list (`xbackends.rs`);
-//! - each ConfigMap and Secret that a current Backend references, and nothing else: one
-//!   watch per object (`fieldSelector=metadata.name=X` in its namespace), started when
-//!   the first Backend references it and stopped when the last one lets go, so the agent
-//!   never lists or caches the Secrets of the cluster (`catalog.rs`, `refs.rs`);
+//! - BackendPolicies of every namespace (`policy.redirector.dev/v1alpha1`), the same way
+//!   (`policies.rs`); a cluster without their CRD counts as having none;
+//! - each ConfigMap and Secret that a current Backend or BackendPolicy references, and
+//!   nothing else: one watch per object (`fieldSelector=metadata.name=X` in its
+//!   namespace), started when the first Backend or policy references it and stopped when
+//!   the last one lets go, so the agent never lists or caches the Secrets of the cluster
+//!   (`catalog.rs`, `refs.rs`);
 //! - the pods of this node (`fieldSelector=spec.nodeName=NODE`, each cut down to its
 //!   metadata and service account), as a map from pod uid to namespace, name and
 //!   service account (`pods.rs`);
@@ -29,6 +32,7 @@ mod egress;
 mod follow;
 pub mod lease;
 mod pods;
+mod policies;
 mod refs;
 pub mod status;
 #[cfg(test)]

@@ -28,7 +28,8 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Command::Crd(_) => {
-            print!("{}", crd::crd_yaml());
+            // Two YAML documents: `kubectl apply -f -` installs both.
+            print!("{}---\n{}", crd::crd_yaml(), crd::policy_crd_yaml());
             return ExitCode::SUCCESS;
         }
         Command::Uninstall(args) => run::uninstall(&args.bpffs.bpffs),

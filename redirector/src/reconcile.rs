@@ -10,6 +10,7 @@ mod alerts;
 mod dns;
 mod policies;
 mod rows;
+mod statuses;
 
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap},
@@ -31,7 +32,7 @@ use tokio_util::sync::CancellationToken;
 use crate::{
     backend::{Backend, Catalog, ObjectKey},
     datapath::{BackendMap, SyncStats},
-    kubernetes::status::{ObjectStatus, object_statuses},
+    kubernetes::status::{ObjectStatus, PolicyStatus},
     proxy::Shared,
     resolver::Resolver,
     status::StatusBoard,
@@ -98,8 +99,9 @@ pub struct Reconciler {
     metrics: Arc<ReconcileMetrics>,
     board: Arc<StatusBoard>,
     scoping: Scoping,
-    /// XBackend status for the Kubernetes status writer (`--kubernetes` only).
-    object_statuses: Option<tokio::sync::watch::Sender<Vec<ObjectStatus>>>,
+    /// XBackend and BackendPolicy status for the Kubernetes status writer
+    /// (`--kubernetes` only).
+    statuses: Option<statuses::Senders>,
     /// Virtual addresses of Backend hostnames (DNS capture on).
     virtuals: Option<VirtualHosts>,
     policies: Policies,
@@ -127,7 +129,7 @@ impl Reconciler {
             metrics,
             board,
             scoping,
-            object_statuses: None,
+            statuses: None,
             virtuals: None,
             policies: Policies::default(),
         }
@@ -140,12 +142,16 @@ impl Reconciler {
     }
 
     /// Also publish every XBackend's status (validation and references) on `sender`,
-    /// for the status writer.
+    /// and every BackendPolicy's on `policies`, for the status writer.
     pub fn with_object_statuses(
         mut self,
         sender: tokio::sync::watch::Sender<Vec<ObjectStatus>>,
+        policies: tokio::sync::watch::Sender<Vec<PolicyStatus>>,
     ) -> Self {
-        self.object_statuses = Some(sender);
+        self.statuses = Some(statuses::Senders {
+            backends: sender,
+            policies,
+        });
         self
     }
 
@@ -336,23 +342,7 @@ impl Reconciler {
         self.alerts.contested(&table);
         self.board
             .publish(rows::rows(table, &self.dns, &self.catalog.problems));
-        if let Some(sender) = &self.object_statuses {
-            let statuses = object_statuses(&self.catalog.generations, &self.catalog, |key| {
-                self.backends
-                    .contains_key(key)
-                    .then(|| match self.originations.get(key) {
-                        Some((_, Err(error))) => Err(error),
-                        _ => Ok(()),
-                    })
-            });
-            sender.send_if_modified(|current| {
-                let changed = *current != statuses;
-                if changed {
-                    *current = statuses;
-                }
-                changed
-            });
-        }
+        self.publish_statuses();
         let entries = (stats.total + stats.virtual_total).saturating_sub(stats.unwritten);
         (self.metrics.map_entries).set(i64::try_from(entries).unwrap_or(i64::MAX));
         if stats.added + stats.changed + stats.removed + stats.virtual_changed > 0 {

@@ -34,7 +34,7 @@ use crate::{
     datapath::{self, Attachment, Datapath, MapSizes, PinLayout, endpoint},
     kubernetes::{
         KubeSource,
-        status::{ObjectStatus, StatusWriter},
+        status::{self as kube_status, StatusWriter},
     },
     nameserver::{self, DnsMetrics},
     proxy::{self, ConnectionLimits, Shared, Stats},
@@ -75,6 +75,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     }
     let (egress_feeds, egress_view) = crate::egress::cluster::channels(pods_rx.clone());
     let (status_tx, status_rx) = tokio::sync::watch::channel(Vec::new());
+    let (policy_status_tx, policy_status_rx) = tokio::sync::watch::channel(Vec::new());
     let readiness = Arc::new(Readiness::default());
     let stats = Arc::new(Stats::default());
     let kernel_tls = proxy::KernelTls::start(args.kernel_tls).context("--kernel-tls require")?;
@@ -109,7 +110,14 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     // joining a running one (an upgrade) takes no share of the shared listeners while
     // it may still wait.
     let started = async {
-        let started = start_source(&args, pods_tx, egress_feeds, status_rx, &shutdown).await?;
+        let started = start_source(
+            &args,
+            pods_tx,
+            egress_feeds,
+            (status_rx, policy_status_rx),
+            &shutdown,
+        )
+        .await?;
         let pods = match scoping {
             Scoping::Namespace => Some(first_pods(&mut pods_rx).await?),
             Scoping::Cluster => None,
@@ -232,7 +240,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         scoping,
     );
     if status_writer.is_some() {
-        reconciler = reconciler.with_object_statuses(status_tx);
+        reconciler = reconciler.with_object_statuses(status_tx, policy_status_tx);
     }
     if dns_listeners.is_some() {
         let ranges = VirtualRanges {
@@ -337,7 +345,7 @@ async fn start_source(
     args: &RunArgs,
     pods: tokio::sync::watch::Sender<Pods>,
     egress: crate::egress::cluster::ClusterFeeds,
-    statuses: tokio::sync::watch::Receiver<Vec<ObjectStatus>>,
+    (statuses, policy_statuses): kube_status::Updates,
     shutdown: &CancellationToken,
 ) -> anyhow::Result<(Catalog, mpsc::Receiver<Catalog>, Option<JoinHandle<()>>)> {
     let (catalogs_tx, mut catalogs_rx) = mpsc::channel(1);
@@ -356,6 +364,7 @@ async fn start_source(
             identity,
             args.lease_namespace.clone(),
             statuses,
+            policy_statuses,
             shutdown.clone(),
         );
         source.spawn_egress(egress, shutdown.clone());

@@ -142,11 +142,32 @@ fn crd_yaml_is_what_redirector_crd_prints() {
     let out = redirector(&["crd"]);
     assert!(out.status.success(), "redirector crd: {out:?}");
     let printed = render::documents(&String::from_utf8(out.stdout).unwrap()).unwrap();
-    assert_eq!(file.len(), 1, "{}: one document", path.display());
-    assert_eq!(printed.len(), 1, "`redirector crd`: one document");
+    let names = |docs: &[serde_json::Value]| -> Vec<String> {
+        (docs.iter())
+            .map(|d| {
+                d["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned()
+            })
+            .collect()
+    };
+    let expected = [
+        "xbackends.gateway.networking.x-k8s.io",
+        "backendpolicies.policy.redirector.dev",
+    ];
+    assert_eq!(names(&file), expected, "{}", path.display());
+    assert_eq!(names(&printed), expected, "`redirector crd`");
     // Both ways, so that a key missing on either side shows.
-    let mut problems = differences(&file[0], &printed[0]);
-    problems.extend(differences(&printed[0], &file[0]));
+    let mut problems = Vec::new();
+    for (file, printed) in file.iter().zip(&printed) {
+        problems.extend(differences(file, printed));
+        problems.extend(differences(printed, file));
+    }
+    // `--backend-policy` prints the second alone.
+    let out = redirector(&["crd", "--backend-policy"]);
+    let alone = render::documents(&String::from_utf8(out.stdout).unwrap()).unwrap();
+    assert_eq!(alone, printed[1..], "`redirector crd --backend-policy`");
     assert!(
         problems.is_empty(),
         "{} differs from `redirector crd` (regenerate it, see its header):\n{problems:#?}",

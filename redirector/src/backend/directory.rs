@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use super::model;
 use super::validate::{Backend, ObjectKey};
-use crate::backend_policy::BackendPolicy;
+use crate::backend_policy::{BackendPolicy, Observed};
 use crate::file_stamp::FileStamp;
 use file::{Content, Object, ParsedFile};
 
@@ -44,6 +44,9 @@ pub struct Catalog {
     pub policies: Vec<Arc<BackendPolicy>>,
     /// The file each valid BackendPolicy came from (to locate its problems).
     pub policy_origins: BTreeMap<ObjectKey, PathBuf>,
+    /// Every BackendPolicy object, valid or not (Kubernetes source only; empty for
+    /// directories): what its status is written for.
+    pub policy_objects: BTreeMap<ObjectKey, Observed>,
     /// `metadata.generation` of every XBackend, valid or not (Kubernetes source only;
     /// empty for directories): the `observedGeneration` of its status.
     pub generations: BTreeMap<ObjectKey, i64>,
@@ -250,6 +253,7 @@ impl Merge {
             origins: self.origins,
             policies: self.policies.into_values().collect(),
             policy_origins: self.policy_origins,
+            policy_objects: BTreeMap::new(),
             generations: BTreeMap::new(),
         }
     }

@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use super::directory::{Catalog, Problem};
 use super::validate::{Backend, ObjectKey, TlsMode};
-use crate::backend_policy::{self, Attachment, PolicyError, SecretLookup, TargetFacts};
+use crate::backend_policy::{
+    self, Attachment, BackendPolicy, PolicyError, SecretLookup, TargetFacts,
+};
 
 /// Which policy applies to which Backend, and which are rejected.
 /// `backends`: the Backends in force (the agent keeps the last good version of a broken
@@ -19,7 +21,18 @@ pub fn attach_policies(
         let backend = backends.get(&ObjectKey::new(namespace, name))?;
         Some(facts(backend))
     };
-    let secret = |namespace: &str, name: &str, key: &str| match catalog
+    backend_policy::attach(&catalog.policies, target, secrets(catalog))
+}
+
+/// Why `policy`'s credentials cannot be made from `catalog`'s Secrets, if they cannot
+/// (its `ResolvedRefs` condition).
+pub fn unresolved_refs(catalog: &Catalog, policy: &BackendPolicy) -> Option<PolicyError> {
+    backend_policy::unresolved(policy, secrets(catalog))
+}
+
+/// Secret keys as `catalog` has them.
+fn secrets<'a>(catalog: &'a Catalog) -> impl Fn(&str, &str, &str) -> SecretLookup<'a> {
+    |namespace: &str, name: &str, key: &str| match catalog
         .secrets
         .get(&ObjectKey::new(namespace, name))
     {
@@ -27,8 +40,7 @@ pub fn attach_policies(
         Some(data) => data
             .get(key)
             .map_or(SecretLookup::NoKey, |v| SecretLookup::Found(v.as_slice())),
-    };
-    backend_policy::attach(&catalog.policies, target, secret)
+    }
 }
 
 fn facts(backend: &Backend) -> TargetFacts {

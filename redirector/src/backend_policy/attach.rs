@@ -42,6 +42,9 @@ pub struct Applied {
 pub struct Rejection {
     /// `namespace/name` of the policy.
     pub policy: String,
+    /// The XBackend (name, in the policy's namespace) the error is about. A policy that
+    /// cannot attach to one target attaches to none, but its status says which failed.
+    pub target: String,
     pub error: PolicyError,
 }
 
@@ -76,9 +79,10 @@ pub fn attach<'a>(
             }
             continue;
         }
-        for error in errors {
+        for (target, error) in errors {
             out.rejected.push(Rejection {
                 policy: policy.label(),
+                target,
                 error,
             });
         }
@@ -90,14 +94,16 @@ pub fn attach<'a>(
     out
 }
 
-/// Why `policy` cannot attach to its targets at all.
+/// Why `policy` cannot attach to its targets at all, by the target that is why.
 fn fit(
     policy: &BackendPolicy,
     target: &impl Fn(&str, &str) -> Option<TargetFacts>,
-) -> Vec<PolicyError> {
+) -> Vec<(String, PolicyError)> {
     let mut errors = Vec::new();
-    let not_accepted = |field: String, message: String| PolicyError::NotAccepted { field, message };
     for (i, name) in policy.targets.iter().enumerate() {
+        let not_accepted = |field: String, message: String| {
+            (name.clone(), PolicyError::NotAccepted { field, message })
+        };
         let backend = format!("XBackend {}/{name}", policy.namespace);
         let Some(facts) = target(&policy.namespace, name) else {
             let field = format!("spec.targetRefs[{i}].name");
@@ -150,6 +156,7 @@ fn merge<'a>(
             );
             rejected.push(Rejection {
                 policy: policy.label(),
+                target: name.clone(),
                 error: PolicyError::Conflicted { field, message },
             });
         };
@@ -193,6 +200,15 @@ fn merge<'a>(
             .collect(),
         rules: rules.map(|(rules, _)| rules.clone()),
     }
+}
+
+/// Why one of `policy`'s credentials cannot be made from the Secrets `secret` finds,
+/// if one cannot: its `ResolvedRefs`, whichever policy wins the header on a Backend.
+pub fn unresolved<'a>(
+    policy: &BackendPolicy,
+    secret: impl Fn(&str, &str, &str) -> SecretLookup<'a>,
+) -> Option<PolicyError> {
+    (policy.credentials.iter()).find_map(|credential| header(policy, credential, &secret).err())
 }
 
 fn header<'a>(

@@ -1,4 +1,5 @@
-//! The BackendPolicy CustomResourceDefinition (`redirector crd --backend-policy`): the
+//! The BackendPolicy CustomResourceDefinition (`redirector crd`, after the XBackend one;
+//! alone with `--backend-policy`): the
 //! fields `backend_policy::model` reads, the limits its validator applies where a schema
 //! can say them, and Gateway API's policy status (`ancestors`, GEP-713).
 

@@ -1,8 +1,10 @@
-//! XBackends and the objects they reference -> [`Catalog`]s for the reconciler.
+//! XBackends, BackendPolicies and the objects they reference -> [`Catalog`]s for the
+//! reconciler.
 //!
-//! One task owns the state: the XBackend store (fed by its own watch), and one watch per
-//! referenced ConfigMap or Secret, started and stopped as references come and go. After
-//! every change it rebuilds the catalog, and sends it if it differs from the last one.
+//! One task owns the state: the XBackend and BackendPolicy stores (each fed by its own
+//! watch), and one watch per ConfigMap or Secret a Backend or policy references, started
+//! and stopped as references come and go. After every change it rebuilds the catalog,
+//! and sends it if it differs from the last one.
 //!
 //! A catalog is held back while a newly referenced object has not been fetched yet (so
 //! a new TLS Backend does not start with its connections refused for want of a CA that
@@ -28,10 +30,14 @@ use tokio_util::sync::CancellationToken;
 
 use super::{
     follow::follow,
+    policies,
     refs::{self, Fetched, Payload},
     xbackends,
 };
-use crate::backend::{Backend, Catalog, ObjectKey, ObjectRef, RefKind};
+use crate::{
+    backend::{Backend, Catalog, ObjectKey, ObjectRef, RefKind},
+    backend_policy::BackendPolicy,
+};
 
 /// How long a catalog waits for a newly referenced ConfigMap or Secret.
 pub const REF_SYNC_TIMEOUT: Duration = Duration::from_secs(10);
@@ -52,6 +58,12 @@ struct State {
     backends: Store<DynamicObject>,
     /// Set once the XBackends have been listed.
     backends_synced: bool,
+    policies: Store<DynamicObject>,
+    /// Set once the BackendPolicies have been listed (or found not served).
+    policies_synced: bool,
+    /// The last valid version of every BackendPolicy that still exists: the reconciler
+    /// keeps it in force while the object is invalid, so its Secrets stay watched too.
+    last_good_policies: BTreeMap<ObjectKey, Arc<BackendPolicy>>,
     /// The last valid version of every XBackend that still exists: the reconciler keeps
     /// it in force while the object is invalid, so its references stay watched too.
     last_good: BTreeMap<ObjectKey, Arc<Backend>>,
@@ -73,6 +85,8 @@ pub(super) async fn run(
     let stop = shutdown.child_token();
     let _stop_all = stop.clone().drop_guard();
     let (backends_tx, mut backends_rx) = mpsc::unbounded_channel::<()>();
+    let (policies_tx, mut policies_rx) = mpsc::unbounded_channel::<()>();
+    let policy_writer = Writer::new(policies::api_resource());
     let (fetched_tx, mut fetched_rx) = mpsc::unbounded_channel();
     let resource = xbackends::api_resource();
     let writer = Writer::new(resource.clone());
@@ -81,6 +95,9 @@ pub(super) async fn run(
         client,
         backends: writer.as_reader(),
         backends_synced: false,
+        policies: policy_writer.as_reader(),
+        policies_synced: false,
+        last_good_policies: BTreeMap::new(),
         last_good: BTreeMap::new(),
         watches: BTreeMap::new(),
         next_id: 0,
@@ -98,16 +115,29 @@ pub(super) async fn run(
             follow("XBackends", start, writer, changed, stop).await;
         }
     });
+    tokio::spawn(policies::run(
+        state.client.clone(),
+        policy_writer,
+        policies_tx,
+        stop.clone(),
+    ));
     loop {
         let deadline = state.hold_until();
         tokio::select! {
             () = stop.cancelled() => return,
             Some(()) = backends_rx.recv() => state.backends_synced = true,
+            Some(()) = policies_rx.recv() => state.policies_synced = true,
             Some(fetched) = fetched_rx.recv() => state.fetched(fetched),
             () = sleep_until(deadline) => {}
         }
-        // Take in whatever else is queued: one catalog for a burst of events.
-        while let Ok(()) = backends_rx.try_recv() {}
+        // Take in whatever else is queued: one catalog for a burst of events. A store's
+        // first message says it is listed, whichever branch above took a message.
+        while let Ok(()) = backends_rx.try_recv() {
+            state.backends_synced = true;
+        }
+        while let Ok(()) = policies_rx.try_recv() {
+            state.policies_synced = true;
+        }
         while let Ok(fetched) = fetched_rx.try_recv() {
             state.fetched(fetched);
         }
@@ -152,13 +182,14 @@ impl State {
             .min()
     }
 
-    /// The catalog to send now, if any: XBackends listed, no reference being waited
-    /// for, and different from the last one sent.
+    /// The catalog to send now, if any: XBackends and BackendPolicies listed, no
+    /// reference being waited for, and different from the last one sent.
     fn update(&mut self) -> Option<Catalog> {
-        if !self.backends_synced {
+        if !(self.backends_synced && self.policies_synced) {
             return None;
         }
-        let catalog = self.build();
+        let mut catalog = self.build();
+        self.add_policies(&mut catalog);
         let referenced = self.referenced(&catalog);
         self.watch_only(&referenced);
         if self.hold_until().is_some() {
@@ -201,10 +232,37 @@ impl State {
         let kept = (self.last_good.iter())
             .filter(|(key, _)| !valid.contains(key))
             .map(|(_, backend)| backend);
-        (catalog.backends.iter().chain(kept))
+        let backend_refs = (catalog.backends.iter().chain(kept))
             .flat_map(|backend| xbackends::references(backend))
-            .cloned()
-            .collect()
+            .cloned();
+        // Every policy kept in force is in `last_good_policies`, valid ones included.
+        let policy_refs = (self.last_good_policies.values()).flat_map(|p| policies::references(p));
+        backend_refs.chain(policy_refs).collect()
+    }
+
+    /// Policies, their problems and what their status is for, from the BackendPolicy
+    /// store; updates their last good versions.
+    fn add_policies(&mut self, catalog: &mut Catalog) {
+        let mut objects: Vec<_> = self.policies.state();
+        objects.sort_by_key(|o| xbackends::key(o));
+        for object in &objects {
+            let key = xbackends::key(object);
+            catalog
+                .policy_objects
+                .insert(key.clone(), policies::observed(object));
+            match policies::load(object) {
+                Ok(policy) => {
+                    let policy = Arc::new(policy);
+                    (catalog.policy_origins).insert(key.clone(), policies::origin(&key));
+                    self.last_good_policies.insert(key, policy.clone());
+                    catalog.policies.push(policy);
+                }
+                Err(problems) => catalog.problems.extend(problems),
+            }
+        }
+        let present = &catalog.policy_objects;
+        self.last_good_policies
+            .retain(|key, _| present.contains_key(key));
     }
 
     /// Starts the watches of new references and stops those no longer referenced.

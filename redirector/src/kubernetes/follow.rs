@@ -122,9 +122,7 @@ fn hint(code: Option<u16>) -> &'static str {
     match code {
         Some(401) => "the API server refused the credentials (kubeconfig or service account token)",
         Some(403) => "forbidden: check the agent's RBAC (deploy/)",
-        Some(404) => {
-            "not served by the API server: is the XBackend CRD installed (redirector crd)?"
-        }
+        Some(404) => "not served by the API server: is its CRD installed (redirector crd)?",
         None => "the API server is unreachable or the connection failed",
         Some(_) => "the API server answered with an error",
     }

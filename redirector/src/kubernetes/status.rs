@@ -45,22 +45,23 @@
 //! leader or a restart writes only what differs. `lastTransitionTime` changes only when
 //! a condition's status does.
 //!
+//! **BackendPolicies** get their status from the same writer, in the same way
+//! (`status.ancestors`, one entry per targeted XBackend: `ancestors.rs`,
+//! `policy_writer.rs`).
+//!
 //! **Node-local problems are not status.** A hostname that does not resolve on one node
 //! says nothing about the Backend; only what is the same on every node goes here: the
 //! validation result and whether the referenced ConfigMaps and Secrets are usable.
 
 use std::{collections::BTreeMap, time::Duration};
 
-use kube::{
-    Api, Client,
-    api::{DynamicObject, ListParams, Patch, PatchParams},
-};
+use kube::{Api, Client, api::DynamicObject};
 use serde_json::json;
 use tokio::{sync::watch, task::JoinHandle, time::Instant};
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    lease::{self, LeaseConfig, is_conflict},
+    lease::{self, LeaseConfig},
     xbackends,
 };
 use crate::backend::{ObjectKey, constraints, model};
@@ -78,9 +79,8 @@ const RETRY: Duration = Duration::from_secs(5);
 const RESYNC: Duration = Duration::from_secs(600);
 /// Attempts of one write when the object keeps changing under it (409).
 const CONFLICT_ATTEMPTS: usize = 3;
-/// Longest wait for one API request.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
-/// The XBackend status writer: leader election plus the writes while leading.
+/// The XBackend and BackendPolicy status writer: leader election plus the writes while
+/// leading.
 pub struct StatusWriter;
 
 impl StatusWriter {
@@ -88,19 +88,20 @@ impl StatusWriter {
     /// the election for the Lease `lease_namespace/redirector-status-writer` as
     /// `identity` (the node name) and, while it holds the Lease, writes the status of
     /// every XBackend in the latest `updates` whose entry differs from what the server
-    /// holds. The task ends after releasing the Lease (if held), so await it on
-    /// shutdown to hand over at once.
+    /// holds, and of every BackendPolicy in the latest `policies`. The task ends after
+    /// releasing the Lease (if held), so await it on shutdown to hand over at once.
     pub fn spawn(
         client: Client,
         identity: String,
         lease_namespace: String,
         updates: watch::Receiver<Vec<ObjectStatus>>,
+        policies: watch::Receiver<Vec<PolicyStatus>>,
         shutdown: CancellationToken,
     ) -> JoinHandle<()> {
         Self::spawn_with(
             client,
             LeaseConfig::new(lease_namespace, identity),
-            updates,
+            (updates, policies),
             shutdown,
         )
     }
@@ -109,7 +110,7 @@ impl StatusWriter {
     pub fn spawn_with(
         client: Client,
         lease: LeaseConfig,
-        mut updates: watch::Receiver<Vec<ObjectStatus>>,
+        mut updates: Updates,
         shutdown: CancellationToken,
     ) -> JoinHandle<()> {
         tokio::spawn(async move {
@@ -125,10 +126,16 @@ impl StatusWriter {
     }
 }
 
+/// The statuses to write: of the XBackends, of the BackendPolicies.
+pub type Updates = (
+    watch::Receiver<Vec<ObjectStatus>>,
+    watch::Receiver<Vec<PolicyStatus>>,
+);
+
 async fn write_while_leading(
     client: Client,
     leading: &mut watch::Receiver<bool>,
-    updates: &mut watch::Receiver<Vec<ObjectStatus>>,
+    (updates, policies): &mut Updates,
     shutdown: &CancellationToken,
 ) {
     loop {
@@ -139,6 +146,7 @@ async fn write_while_leading(
             }
         }
         let mut writer = Writer::new(client.clone());
+        let mut policy_writer = PolicyWriter::new(client.clone());
         let mut synced: Option<Instant> = None;
         while *leading.borrow() {
             let resync = synced.is_none_or(|at| at.elapsed() >= RESYNC);
@@ -147,16 +155,20 @@ async fn write_while_leading(
                 done = async {
                     if resync {
                         writer.sync().await?;
+                        policy_writer.sync().await?;
                         synced = Some(Instant::now());
                     }
                     let desired = updates.borrow_and_update().clone();
-                    writer.write_all(&desired, leading).await
+                    let backends_written = writer.write_all(&desired, leading).await;
+                    let desired = policies.borrow_and_update().clone();
+                    let policies_written = policy_writer.write_all(&desired, leading).await;
+                    backends_written.and(policies_written)
                 } => done,
             };
             let retry_at = match wrote {
                 Ok(()) => None,
                 Err(error) => {
-                    tracing::warn!(%error, retry_s = RETRY.as_secs(), "writing XBackend status failed");
+                    tracing::warn!(%error, retry_s = RETRY.as_secs(), "writing status failed");
                     Some(Instant::now() + RETRY)
                 }
             };
@@ -166,10 +178,11 @@ async fn write_while_leading(
                 () = shutdown.cancelled() => return,
                 changed = leading.changed() => if changed.is_err() { return },
                 changed = updates.changed() => if changed.is_err() { return },
+                changed = policies.changed() => if changed.is_err() { return },
                 () = tokio::time::sleep_until(wake) => {}
             }
         }
-        tracing::info!("no longer the status writer: stopped writing XBackend status");
+        tracing::info!("no longer the status writer: stopped writing status");
     }
 }
 
@@ -198,21 +211,9 @@ impl Writer {
         let api: Api<DynamicObject> =
             Api::all_with(self.client.clone(), &xbackends::api_resource());
         let mut known = BTreeMap::new();
-        let mut token: Option<String> = None;
-        loop {
-            let mut params = ListParams::default().limit(500);
-            if let Some(token) = &token {
-                params = params.continue_token(token);
-            }
-            let page = timed(api.list(&params)).await?;
-            for object in &page.items {
-                if let (Some(ours), _) = split_parents(object) {
-                    known.insert(xbackends::key(object), ours);
-                }
-            }
-            token = page.metadata.continue_.filter(|t| !t.is_empty());
-            if token.is_none() {
-                break;
+        for object in &list_all(&api).await.map_err(describe)? {
+            if let (Some(ours), _) = split_parents(object) {
+                known.insert(xbackends::key(object), ours);
             }
         }
         tracing::debug!(
@@ -291,17 +292,9 @@ impl Writer {
                 },
                 "status": {"parents": parents},
             });
-            let params = PatchParams::apply(FIELD_MANAGER).force();
-            match timed_raw(api.patch_status(&key.name, &params, &Patch::Apply(&body))).await {
-                Ok(_) => {
-                    let state = |type_: &str| {
-                        entry
-                            .conditions
-                            .iter()
-                            .find(|c| c.type_ == type_)
-                            .map_or("-", |c| c.status.as_str())
-                            .to_owned()
-                    };
+            match apply_status(&api, &key.name, &body).await? {
+                Applied::Written => {
+                    let state = |type_| state_of(&entry.conditions, type_);
                     tracing::info!(
                         backend = %key,
                         generation = status.generation,
@@ -312,15 +305,13 @@ impl Writer {
                     self.known.insert(key.clone(), entry);
                     return Ok(());
                 }
-                Err(Some(e)) if is_conflict(&e) => {
+                Applied::Conflict => {
                     tracing::debug!(backend = %key, "XBackend changed while writing its status; again");
                 }
-                Err(Some(kube::Error::Api(s))) if s.code == 404 => {
+                Applied::Gone => {
                     self.known.remove(key);
                     return Ok(());
                 }
-                Err(Some(e)) => return Err(e.to_string()),
-                Err(None) => return Err("the API server did not answer in time".to_owned()),
             }
         }
         Err(format!(
@@ -329,29 +320,16 @@ impl Writer {
     }
 }
 
-/// `request` with [`REQUEST_TIMEOUT`], errors as text.
-async fn timed<T>(request: impl Future<Output = kube::Result<T>>) -> Result<T, String> {
-    match timed_raw(request).await {
-        Ok(value) => Ok(value),
-        Err(Some(e)) => Err(e.to_string()),
-        Err(None) => Err("the API server did not answer in time".to_owned()),
-    }
-}
-
-/// `request` with [`REQUEST_TIMEOUT`]; `Err(None)` when it timed out.
-async fn timed_raw<T>(
-    request: impl Future<Output = kube::Result<T>>,
-) -> Result<T, Option<kube::Error>> {
-    match tokio::time::timeout(REQUEST_TIMEOUT, request).await {
-        Ok(result) => result.map_err(Some),
-        Err(_) => Err(None),
-    }
-}
-
+mod ancestors;
+mod policy_writer;
 mod render;
+mod requests;
 
+pub use ancestors::{PolicyStatus, policy_statuses};
+use policy_writer::PolicyWriter;
 use render::*;
 pub use render::{ObjectStatus, object_statuses};
+use requests::{Applied, apply_status, describe, list_all, timed};
 
 #[cfg(test)]
 mod tests;

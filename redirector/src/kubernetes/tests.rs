@@ -13,7 +13,7 @@ use k8s_openapi::{
 };
 use kube::api::DynamicObject;
 
-use super::{refs, xbackends};
+use super::{policies, refs, xbackends};
 use crate::backend::{self, ObjectKey, ObjectRef, Problem, RefKind};
 
 const VALID: &str = r#"
@@ -172,4 +172,53 @@ fn config_map_and_secret_payloads_are_read_as_from_a_directory() {
     };
     let expected = BTreeMap::from([("tls.key".to_owned(), vec![1, 2, 3])]);
     assert_eq!(refs::secret_data(&secret), expected);
+}
+
+const POLICY: &str = r#"
+apiVersion: policy.redirector.dev/v1alpha1
+kind: BackendPolicy
+metadata: {name: keys, namespace: demo}
+spec:
+  targetRefs: [{group: gateway.networking.x-k8s.io, kind: XBackend, name: api}]
+  credentials:
+    - {header: Authorization, format: "Bearer {value}", valueFrom: {secretKeyRef: {name: api-key, key: token}}}
+  rules: [{sources: {serviceAccounts: [chat]}}]
+"#;
+
+#[test]
+fn a_policy_from_the_api_is_the_directorys_and_names_its_secrets_and_targets() {
+    let object = from_server(POLICY);
+    let policy = policies::load(&object).expect("valid");
+    let mut from_dir = (*from_directory(POLICY).policies[0]).clone();
+    // The API server dates every object; its age decides conflicts.
+    from_dir.created = Some("2024-01-01T00:00:00Z".into());
+    assert_eq!(policy, from_dir);
+    let secrets: Vec<ObjectRef> = policies::references(&policy).collect();
+    let api_key = ObjectRef {
+        kind: RefKind::Secret,
+        key: ObjectKey::new("demo", "api-key"),
+    };
+    assert_eq!(secrets, [api_key]);
+    let observed = policies::observed(&object);
+    assert_eq!(
+        (observed.generation, observed.targets),
+        (3, vec!["api".to_owned()])
+    );
+}
+
+#[test]
+fn a_broken_policy_from_the_api_is_the_directorys_problem_and_still_names_its_targets() {
+    let broken = POLICY.replace("rules:", "rule:");
+    let object = from_server(&broken);
+    let problems = policies::load(&object).expect_err("invalid");
+    assert_eq!(
+        located(&problems),
+        located(&from_directory(&broken).problems)
+    );
+    assert_eq!(problems[0].field.as_deref(), Some("spec.rule"));
+    assert_eq!(
+        problems[0].file.display().to_string(),
+        "k8s://backendpolicies/demo/keys"
+    );
+    assert_eq!(policies::observed(&object).targets, ["api"]);
 }

@@ -10,7 +10,7 @@ use std::{
 
 use crate::{
     backend::{self, Backend, Catalog, ObjectKey},
-    backend_policy::{BackendPolicy, KIND, PolicySlot},
+    backend_policy::{BackendPolicy, KIND, PolicySlot, Rejection},
 };
 
 #[derive(Default)]
@@ -20,6 +20,8 @@ pub struct Policies {
     last_good: BTreeMap<ObjectKey, Arc<BackendPolicy>>,
     /// The file each of them came from.
     origins: BTreeMap<ObjectKey, PathBuf>,
+    /// What the last attachment refused, for status.
+    rejected: Vec<Rejection>,
 }
 
 impl Policies {
@@ -58,6 +60,7 @@ impl Policies {
         for problem in backend::policy_problems(catalog, &attachment) {
             tracing::warn!("BackendPolicy not applied: {problem}");
         }
+        self.rejected = attachment.rejected;
         self.slots.retain(|key, _| backends.contains_key(key));
         for key in backends.keys() {
             let found = (attachment.applied)
@@ -75,6 +78,16 @@ impl Policies {
                 }
             }
         }
+    }
+
+    /// The policies applied (the last good version of a broken one), by key.
+    pub fn in_force(&self) -> &BTreeMap<ObjectKey, Arc<BackendPolicy>> {
+        &self.last_good
+    }
+
+    /// What the last attachment refused: policies not accepted, fields conflicted.
+    pub fn rejected(&self) -> &[Rejection] {
+        &self.rejected
     }
 
     /// The slot of `key`'s Backend (made empty on first use).

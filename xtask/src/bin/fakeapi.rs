@@ -9,7 +9,8 @@
 //! stores a Secret's `stringData` as base64 `data`. Write files atomically (rename): a file
 //! that does not parse keeps its last version.
 //!
-//! Served: XBackends (`apis/gateway.networking.x-k8s.io/v1alpha1`), ConfigMaps, Secrets
+//! Served: XBackends (`apis/gateway.networking.x-k8s.io/v1alpha1`), BackendPolicies
+//! (`apis/policy.redirector.dev/v1alpha1`), ConfigMaps, Secrets
 //! and Pods (`api/v1`), Leases (`apis/coordination.k8s.io/v1`), all-namespaces and
 //! namespaced collections and single objects; cluster-scoped Namespaces and Nodes
 //! (`api/v1`) and ServiceCIDRs (`apis/networking.k8s.io/v1`), collections only (a file
@@ -27,9 +28,10 @@
 //! - a too-old resourceVersion: `ERROR` event with code 410 (as API servers answer
 //!   watches), or HTTP 410 (lists with `resourceVersionMatch=Exact`, an expired
 //!   `continue`, and watches after `.gone` containing `http`);
-//! - `PATCH .../NAME/status` (server-side apply of XBackend status): printed as a JSON
-//!   line (`{"method":"PATCH",..,"code":200}`); the top-level fields of the body's
-//!   `status` replace the stored ones (`status.parents` is an atomic list), a
+//! - `PATCH .../NAME/status` (server-side apply of XBackend or BackendPolicy status):
+//!   printed as a JSON line (`{"method":"PATCH",..,"code":200}`); the top-level fields
+//!   of the body's `status` replace the stored ones (`status.parents` and
+//!   `status.ancestors` are atomic lists), a
 //!   `metadata.resourceVersion` in the body is a precondition (409 `Conflict` when
 //!   stale), and a change bumps the resourceVersion and sends `MODIFIED` (no generation
 //!   change), as a real API server does. The answer and later reads show the status;
@@ -44,7 +46,8 @@
 //! - `.gone` (consumed): every resourceVersion issued so far expires; open watches get a
 //!   410 `ERROR` event (or, if the file says `http`, are closed and their next watch
 //!   request gets HTTP 410);
-//! - `.no-servicecidrs` while present: ServiceCIDRs are not served (404);
+//! - `.no-PLURAL` while present: that resource is not served (404), e.g.
+//!   `.no-servicecidrs` (before Kubernetes 1.33), `.no-backendpolicies` (no CRD);
 //! - `.down` while present: the listener is closed and every open connection cut (or,
 //!   if the file says `503`, every request is answered 503).
 //!
@@ -52,7 +55,7 @@
 //! `list PATH?QUERY`, `watch PATH?QUERY`, `get PATH`, `event TYPE PLURAL NS/NAME rv=N`,
 //! `create PATH/NAME rv=N [holder=H]`, `update PATH rv=N [holder=H]` (`holder=` for a
 //! Lease: its `spec.holderIdentity`, `-` when released), `refused create|update PATH
-//! REASON`, `gone rv=N mode=..`, `servicecidrs served=BOOL`, `down ..`, `up`, `error ..`,
+//! REASON`, `gone rv=N mode=..`, `PLURAL served=BOOL`, `down ..`, `up`, `error ..`,
 //! and the PATCH JSON lines.
 
 #[path = "fakeapi/http.rs"]

@@ -1,6 +1,7 @@
 //! As root: the agent, with the DaemonSet's arguments, against `fakeapi`, through
-//! everything it does with the API (XBackends, a CA ConfigMap, a client Secret, this
-//! node's pods, the status Lease, a status write, the Lease released on shutdown). Every
+//! everything it does with the API (XBackends, a CA ConfigMap, a client Secret, a
+//! BackendPolicy and its credential Secret, this node's pods, the status Lease, status
+//! writes of both kinds, the Lease released on shutdown). Every
 //! request `fakeapi` logged must be allowed by the rendered RBAC (`rbac.rs`), and every
 //! grant must have been used by some request: nothing is missing, nothing is granted in
 //! vain. Each step waits for a line `fakeapi` prints, never for a fixed time.
@@ -48,16 +49,27 @@ fn every_api_request_of_the_agent_is_authorized_and_every_grant_is_used() {
     }
     assert!(agent_args.iter().any(|a| a == "--kubernetes"), "{args:?}");
 
-    // A Backend with a CA ConfigMap and a client Secret, and a pod on the agent's node.
+    // A Backend with a CA ConfigMap and a client Secret, a BackendPolicy with a
+    // credential from another Secret (absent: it is watched all the same), and a pod on
+    // the agent's node.
     let ca = Ca::new("server CA");
     let client_ca = Ca::new("client CA");
-    let backend = ApiBackend::client_and_server(&ca, client_ca.client("workload.demo"));
+    let backend = ApiBackend {
+        protocol: "HTTP",
+        ..ApiBackend::client_and_server(&ca, client_ca.client("workload.demo"))
+    };
+    let policy = "apiVersion: policy.redirector.dev/v1alpha1\nkind: BackendPolicy\n\
+                  metadata: {name: keys, namespace: demo}\nspec:\n  targetRefs:\n  \
+                  - {group: gateway.networking.x-k8s.io, kind: XBackend, name: api}\n  \
+                  credentials:\n  - header: Authorization\n    \
+                  valueFrom: {secretKeyRef: {name: api-key, key: token}}\n";
     let pod = format!(
         "apiVersion: v1\nkind: Pod\nmetadata: {{name: client, namespace: demo}}\n\
          spec: {{nodeName: {NODE_NAME}}}\n"
     );
     let bed = Bed::new("");
-    let mut api = FakeApi::start(&bed.topo.node, &format!("{}---\n{pod}", backend.yaml()));
+    let objects = format!("{}---\n{policy}---\n{pod}", backend.yaml());
+    let mut api = FakeApi::start(&bed.topo.node, &objects);
     let mut config = bed.config();
     config.extra_args = vec![
         "--kubeconfig".to_owned(),
@@ -69,15 +81,27 @@ fn every_api_request_of_the_agent_is_authorized_and_every_grant_is_used() {
     // Everything the agent does at least once: it leads (a fresh API server has no
     // Lease), so it writes status; it watches what it listed; on SIGTERM it releases
     // the Lease.
-    api.wait_for_status_patches(0);
+    let policy_status = "/backendpolicies/keys/status";
+    let mut seen = 0;
+    while !(api.status_patches().iter()).any(|p| {
+        p["path"]
+            .as_str()
+            .is_some_and(|p| p.ends_with(policy_status))
+    }) {
+        seen += api.wait_for_status_patches(seen).len();
+    }
     let xbackends = "/apis/gateway.networking.x-k8s.io/v1alpha1/xbackends";
     api.wait_for_request("watch", xbackends, &[]);
+    let policies = "/apis/policy.redirector.dev/v1alpha1/backendpolicies";
+    api.wait_for_request("watch", policies, &[]);
     let on_node = format!("fieldSelector=spec.nodeName={NODE_NAME}");
     api.wait_for_request("watch", "/api/v1/pods", &[&on_node]);
     let ca_name = "fieldSelector=metadata.name=api-ca";
     api.wait_for_request("watch", "/api/v1/namespaces/demo/configmaps", &[ca_name]);
-    let secret_name = "fieldSelector=metadata.name=api-client";
-    api.wait_for_request("watch", "/api/v1/namespaces/demo/secrets", &[secret_name]);
+    for secret in ["api-client", "api-key"] {
+        let name = format!("fieldSelector=metadata.name={secret}");
+        api.wait_for_request("watch", "/api/v1/namespaces/demo/secrets", &[&name]);
+    }
     let finished = agent.terminate().expect("the agent exits");
     assert!(finished.status.success(), "{:?}", finished.status);
     api.wait_for(" holder=-");

@@ -270,8 +270,19 @@ pub mod fakeapi {
 
         /// ServiceCIDRs are answered 404 from now on, as by API servers before 1.33.
         pub fn hide_service_cidrs(&mut self) {
-            write_atomically(&self.state_dir(), ".no-servicecidrs", "");
-            self.wait_for("servicecidrs served=false");
+            self.hide("servicecidrs");
+        }
+
+        /// `plural` is answered 404 from now on (its CRD or kind not served).
+        pub fn hide(&mut self, plural: &str) {
+            write_atomically(&self.state_dir(), &format!(".no-{plural}"), "");
+            self.wait_for(&format!("{plural} served=false"));
+        }
+
+        /// `plural` is served again (its CRD installed).
+        pub fn unhide(&mut self, plural: &str) {
+            let _ = std::fs::remove_file(self.state_dir().join(format!(".no-{plural}")));
+            self.wait_for(&format!("{plural} served=true"));
         }
 
         /// The API server goes away (listener closed, connections cut) until [`Self::up`].

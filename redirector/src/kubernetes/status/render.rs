@@ -201,23 +201,9 @@ pub(super) fn render(
     previous: Option<&ParentStatus>,
     now: &str,
 ) -> ParentStatus {
+    let previous = previous.map_or(&[][..], |p| p.conditions.as_slice());
     let condition = |type_: &str, result: Result<(&str, &str), (&str, &str)>| {
-        let (state, reason, message) = match result {
-            Ok((reason, message)) => ("True", reason, message),
-            Err((reason, message)) => ("False", reason, message),
-        };
-        let since = previous
-            .and_then(|p| p.conditions.iter().find(|c| c.type_ == type_))
-            .filter(|c| c.status == state)
-            .map_or(now, |c| c.last_transition_time.as_str());
-        Condition {
-            type_: type_.to_owned(),
-            status: state.to_owned(),
-            observed_generation: Some(status.generation),
-            last_transition_time: since.to_owned(),
-            reason: reason.to_owned(),
-            message: truncated(message),
-        }
+        condition_since(type_, result, status.generation, previous, now)
     };
     let mut conditions = Vec::new();
     match &status.accepted {
@@ -239,6 +225,40 @@ pub(super) fn render(
         parent_ref: parent_ref(&status.key),
         conditions,
     }
+}
+
+/// Condition `type_` of `generation`, `True` for `Ok((reason, message))`; its
+/// `lastTransitionTime` is that of the same condition in `previous` while its status is
+/// unchanged, else `now`.
+pub(super) fn condition_since(
+    type_: &str,
+    result: Result<(&str, &str), (&str, &str)>,
+    generation: i64,
+    previous: &[Condition],
+    now: &str,
+) -> Condition {
+    let (state, reason, message) = match result {
+        Ok((reason, message)) => ("True", reason, message),
+        Err((reason, message)) => ("False", reason, message),
+    };
+    let since = (previous.iter())
+        .find(|c| c.type_ == type_ && c.status == state)
+        .map_or(now, |c| c.last_transition_time.as_str());
+    Condition {
+        type_: type_.to_owned(),
+        status: state.to_owned(),
+        observed_generation: Some(generation),
+        last_transition_time: since.to_owned(),
+        reason: reason.to_owned(),
+        message: truncated(message),
+    }
+}
+
+/// The status of condition `type_` (`-` when absent), for logs.
+pub(super) fn state_of<'a>(conditions: &'a [Condition], type_: &str) -> &'a str {
+    (conditions.iter())
+        .find(|c| c.type_ == type_)
+        .map_or("-", |c| c.status.as_str())
 }
 
 pub(super) fn truncated(message: &str) -> String {

@@ -13,12 +13,20 @@ pub struct Resource {
     pub cluster: bool,
 }
 
-pub const RESOURCES: [Resource; 8] = [
+pub const RESOURCES: [Resource; 9] = [
     Resource {
         prefix: "apis/gateway.networking.x-k8s.io/v1alpha1",
         plural: "xbackends",
         kind: "XBackend",
         api_version: "gateway.networking.x-k8s.io/v1alpha1",
+        fields: &[],
+        cluster: false,
+    },
+    Resource {
+        prefix: "apis/policy.redirector.dev/v1alpha1",
+        plural: "backendpolicies",
+        kind: "BackendPolicy",
+        api_version: "policy.redirector.dev/v1alpha1",
         fields: &[],
         cluster: false,
     },

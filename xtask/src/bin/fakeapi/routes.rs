@@ -29,7 +29,7 @@ pub fn handle(shared: &Shared, mut stream: TcpStream) -> std::io::Result<()> {
         let Some(rest) = segments.strip_prefix(prefix.as_slice()) else {
             continue;
         };
-        if resource.plural == "servicecidrs" && shared.world().no_service_cidrs {
+        if shared.world().unserved.contains(resource.plural) {
             continue;
         }
         let plural = resource.plural;

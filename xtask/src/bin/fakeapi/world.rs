@@ -77,8 +77,9 @@ pub struct World {
     /// Bumped whenever open watches must end (`.gone`, `.down`).
     pub epoch: u64,
     pub down: Option<Down>,
-    /// `.no-servicecidrs` is present: ServiceCIDRs are answered 404.
-    pub no_service_cidrs: bool,
+    /// Resources (plurals) answered 404 while a file `.no-PLURAL` is present, as by an
+    /// API server without their CRD or kind (`.no-servicecidrs`: before Kubernetes 1.33).
+    pub unserved: std::collections::BTreeSet<&'static str>,
     files: BTreeMap<PathBuf, Loaded>,
     next_uid: u64,
 }
@@ -98,7 +99,7 @@ impl World {
             gone_mode: GoneMode::Event,
             epoch: 0,
             down: None,
-            no_service_cidrs: false,
+            unserved: std::collections::BTreeSet::new(),
             files: BTreeMap::new(),
             next_uid: 1,
         }

@@ -61,10 +61,15 @@ impl World {
             self.epoch += 1;
             changed = true;
         }
-        let no_service_cidrs = self.dir.join(".no-servicecidrs").exists();
-        if no_service_cidrs != self.no_service_cidrs {
-            self.no_service_cidrs = no_service_cidrs;
-            said.push(format!("servicecidrs served={}", !no_service_cidrs));
+        for plural in crate::resources::RESOURCES.map(|r| r.plural) {
+            let unserved = self.dir.join(format!(".no-{plural}")).exists();
+            if unserved != self.unserved.contains(plural) {
+                match unserved {
+                    true => self.unserved.insert(plural),
+                    false => self.unserved.remove(plural),
+                };
+                said.push(format!("{plural} served={}", !unserved));
+            }
         }
         // Objects.
         let mut seen_files = Vec::new();
