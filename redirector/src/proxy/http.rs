@@ -13,11 +13,14 @@
 //! - [`upgrade`] gives Upgrade requests (WebSocket) an HTTP/1.1 connection of their own;
 //!   an `Upgrade: h2c` offer is declined (answered in HTTP/1.1, forwarded pooled).
 //! - [`body`] measures each response as it streams: metrics and the access log.
+//! - [`mcp`] reads the JSON-RPC of `MCP` Backends: tool policy, access log fields.
 
 mod body;
+mod client_body;
 mod error;
 mod headers;
 mod inline;
+mod mcp;
 pub mod metrics;
 mod pool;
 mod request;

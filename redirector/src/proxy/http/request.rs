@@ -29,9 +29,11 @@ use authority::{
 
 use super::{
     body::{Completion, LogFields, ProxyBody, RequestBody, Upstreamed, metered},
+    client_body::ClientBody,
     error::{HttpError, ProxyError},
     headers,
     inline::{self, Lease, Sent},
+    mcp,
     metrics::Requests,
     pool::Pooled,
     upgrade,
@@ -84,11 +86,12 @@ impl Context {
     /// Answers one request: the upstream's response, or the proxy's own error.
     pub async fn handle(&self, mut req: Request<Incoming>) -> Response<ProxyBody> {
         let started = Instant::now();
-        let log = self.shared.access_log.is_some().then(|| LogFields {
+        let mut log = self.shared.access_log.is_some().then(|| LogFields {
             method: req.method().clone(),
             authority: authority_of(&req).unwrap_or_default().to_owned(),
             path: req.uri().path().to_owned(),
             source: self.routed.source.clone(),
+            mcp: None,
         });
         let asked = (started, log.as_ref());
         let index = match self.backend_for(&req) {
@@ -111,6 +114,20 @@ impl Context {
         if let Err(error) = self.apply_policy(entry, tls.is_some(), &mut req) {
             return self.refuse(&entry.backend.key.to_string(), error, asked);
         }
+        let (req, tool_filter) = if entry.backend.protocol == Protocol::Mcp {
+            let label = entry.backend.key.to_string();
+            let inspected = mcp::inspect(req, entry.policy.current(), log.is_some(), &label);
+            let inspected = Box::pin(inspected).await;
+            if let Some(log) = &mut log {
+                log.mcp = inspected.log;
+            }
+            match inspected.request {
+                Ok(forwarded) => forwarded,
+                Err(error) => return self.refuse(&label, error, (started, log.as_ref())),
+            }
+        } else {
+            (req.map(ClientBody::Streamed), None)
+        };
         let shared = &self.shared;
         let upstream = &self.routed.upstream;
         let target = self.targets[index].get_or_init(|| {
@@ -139,7 +156,14 @@ impl Context {
                     metrics: pooled.metrics.clone(),
                     log,
                 };
-                metered(response, completion, shared.clone())
+                let response = metered(response, completion, shared.clone());
+                let Some(filter) = tool_filter else {
+                    return response;
+                };
+                // The upstream's answer is in the access log already: only the proxy's
+                // refusal to pass it on is counted and logged here.
+                let filtered = Box::pin(filter.response(response)).await;
+                filtered.unwrap_or_else(|e| self.refuse(&pooled.metrics.name, e, (started, None)))
             }
             Err(error) => {
                 let response = self.refuse(&pooled.metrics.name, error, (started, log.as_ref()));
@@ -180,7 +204,7 @@ impl Context {
         entry: &Entry,
         tls: Option<&Arc<TlsOrigination>>,
         target: &Target,
-        mut req: Request<Incoming>,
+        mut req: Request<ClientBody>,
     ) -> Result<Response<Upstreamed>, ProxyError> {
         let backend = &entry.backend;
         let pooled = &target.pooled;
@@ -219,6 +243,10 @@ impl Context {
         if upgrade {
             req.headers_mut()
                 .insert(HOST, upstream_authority.host.clone());
+            let req = ClientBody::streamed(req).ok_or_else(|| {
+                // `mcp::inspect` reads no upgrade request's body.
+                ProxyError::new(HttpError::UpstreamError, "an upgrade request was read")
+            })?;
             let metrics = pooled.metrics.clone();
             // Boxed: the upgrade's future (dial, handshake, 2 KiB) would otherwise size
             // every request's future, which is allocated and moved per request.

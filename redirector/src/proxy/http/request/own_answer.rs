@@ -35,6 +35,7 @@ impl Context {
                 method: fields.method.as_str(),
                 authority: &fields.authority,
                 path: &fields.path,
+                mcp: fields.mcp.as_ref(),
                 status: response.status().as_u16(),
                 bytes: response.body().size_hint().exact().unwrap_or(0),
                 duration_ms: started.elapsed().as_secs_f64() * 1e3,
