@@ -10,6 +10,7 @@ mod load_bench;
 mod machine;
 mod numbers;
 mod packages;
+mod python;
 mod scale;
 pub mod toolchain;
 
@@ -93,6 +94,8 @@ pub fn test(extra: &[String]) -> Result<ExitCode> {
     // sets it up (CI runs nothing else).
     packages::install_missing("test", test_packages)
         .context("installing the programs the end-to-end tests drive")?;
+    let mcp_python = python::mcp_python(&target_dir())
+        .context("installing the MCP Python SDK the MCP tests drive")?;
     toolchain::ensure_lint_components()?;
     // Formatting and clippy first.
     let lint = lint()?;
@@ -105,6 +108,7 @@ pub fn test(extra: &[String]) -> Result<ExitCode> {
             .args(extra)
             .env("REDIRECTOR_BIN", &bin)
             .env("REDIRECTOR_UNIT_TESTS", &unit_tests)
+            .env("REDIRECTOR_MCP_PYTHON", &mcp_python)
             .env("PATH", packages::path_with_sbin()),
     )?;
     if lint != ExitCode::SUCCESS {

@@ -18,6 +18,8 @@ mod errors;
 mod framing;
 #[path = "http/h2c.rs"]
 mod h2c;
+#[path = "http/mcp.rs"]
+mod mcp;
 #[path = "http/names.rs"]
 mod names;
 #[path = "http/policy.rs"]
