@@ -96,6 +96,17 @@ impl<'a> HttpBackend<'a> {
         }
     }
 
+    /// `demo/plain`, `echo.redirector.test:port`, no TLS.
+    fn plain(port: u16, protocol: &'a str) -> Self {
+        HttpBackend {
+            name: "plain",
+            host: "echo.redirector.test",
+            port,
+            protocol,
+            ca: None,
+        }
+    }
+
     fn yaml(&self) -> String {
         let mut out = xbackend("demo", self.name, self.host, u32::from(self.port));
         out.push_str(&format!("  protocol: {}\n", self.protocol));

@@ -135,13 +135,7 @@ fn assert_listed_refused_called(client: &mut ChildGuard) {
 fn mcp_tools_are_filtered_and_refused_and_streams_stay_event_by_event() {
     let ca = Ca::new("test CA");
     let leaf = ca.server(&[API_HOST, OTHER_HOST]);
-    let plain = HttpBackend {
-        name: "plain",
-        host: "echo.redirector.test",
-        port: PLAIN_PORT,
-        protocol: "HTTP",
-        ca: None,
-    };
+    let plain = HttpBackend::plain(PLAIN_PORT, "HTTP");
     let backends = [
         HttpBackend::api(TLS_PORT, "MCP", Some(&ca)).yaml(),
         HttpBackend::other(TLS_H1_PORT, "MCP", Some(&ca)).yaml(),
