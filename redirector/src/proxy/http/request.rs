@@ -20,6 +20,7 @@ use hyper_util::client::legacy::connect::capture_connection;
 use tokio_util::sync::CancellationToken;
 
 mod authority;
+mod mcp;
 mod own_answer;
 mod policy;
 
@@ -33,7 +34,6 @@ use super::{
     error::{HttpError, ProxyError},
     headers,
     inline::{self, Lease, Sent},
-    mcp,
     metrics::Requests,
     pool::Pooled,
     upgrade,
@@ -115,15 +115,10 @@ impl Context {
             return self.refuse(&entry.backend.key.to_string(), error, asked);
         }
         let (req, tool_filter) = if entry.backend.protocol == Protocol::Mcp {
-            let label = entry.backend.key.to_string();
-            let inspected = mcp::inspect(req, entry.policy.current(), log.is_some(), &label);
-            let inspected = Box::pin(inspected).await;
-            if let Some(log) = &mut log {
-                log.mcp = inspected.log;
-            }
-            match inspected.request {
-                Ok(forwarded) => forwarded,
-                Err(error) => return self.refuse(&label, error, (started, log.as_ref())),
+            // Boxed: only MCP requests carry its future.
+            match Box::pin(self.inspect_mcp(entry, req, &mut log, started)).await {
+                Ok(inspected) => inspected,
+                Err(refused) => return refused,
             }
         } else {
             (req.map(ClientBody::Streamed), None)
@@ -157,13 +152,13 @@ impl Context {
                     log,
                 };
                 let response = metered(response, completion, shared.clone());
-                let Some(filter) = tool_filter else {
-                    return response;
-                };
-                // The upstream's answer is in the access log already: only the proxy's
-                // refusal to pass it on is counted and logged here.
-                let filtered = Box::pin(filter.response(response)).await;
-                filtered.unwrap_or_else(|e| self.refuse(&pooled.metrics.name, e, (started, None)))
+                match tool_filter {
+                    None => response,
+                    Some(filter) => {
+                        let backend = (&*pooled.metrics.name, started);
+                        Box::pin(self.filtered(filter, response, backend)).await
+                    }
+                }
             }
             Err(error) => {
                 let response = self.refuse(&pooled.metrics.name, error, (started, log.as_ref()));
