@@ -20,7 +20,7 @@ use super::{
     API_BACKEND, API_HOST, ERRORS, HttpBackend, HttpBed, OTHER_BACKEND, OTHER_HOST, PLAIN_PORT,
     TLS_H1_PORT, TLS_PORT,
 };
-use crate::support::tls::Ca;
+use crate::support::{curl::Response, tls::Ca};
 
 /// Python clients take a second or two to start; a progress event that does not come
 /// within this was held somewhere.
@@ -215,6 +215,14 @@ fn mcp_tools_are_filtered_and_refused_and_streams_stay_event_by_event() {
         );
     }
 
+    // What the proxy answers itself, nothing sent upstream: a batch with a refused call
+    // (whole), a body too large to judge, a body that is not JSON.
+    refused_by_the_proxy(&t, dir.path());
+    assert!(
+        !events.ran_delete() && !json.ran_delete(),
+        "delete reached a server"
+    );
+
     // Tools on a Backend that is not MCP: not accepted, and `check` says so.
     let check = redirector(&["check", &t.bed.backends.path().display().to_string()]);
     let check = check.expect("check");
@@ -225,4 +233,54 @@ fn mcp_tools_are_filtered_and_refused_and_streams_stay_event_by_event() {
             && stdout.lines().count() == 1,
         "{stdout}"
     );
+}
+
+/// POSTs `curl ARGS` to `demo/other`'s `/mcp` as an MCP client would.
+fn post(t: &HttpBed, args: &[&str]) -> Response {
+    let url = format!("http://{OTHER_HOST}:{TLS_H1_PORT}/mcp");
+    let mut full = vec!["-H", "Content-Type: application/json"];
+    full.extend(["-H", "Accept: application/json, text/event-stream"]);
+    full.extend_from_slice(args);
+    full.push(&url);
+    t.curl(&full)
+}
+
+fn refused_by_the_proxy(t: &HttpBed, dir: &Path) {
+    let batch = r#"[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search"}},
+        {"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"delete"}}]"#;
+    let answer = post(t, &["--data", batch]);
+    answer.assert_status(200);
+    let answers: Value = serde_json::from_slice(&answer.body).expect("JSON-RPC answers");
+    assert_eq!(answers[0]["id"], 1, "{answers}");
+    assert_eq!(answers[0]["error"]["code"], -32600, "{answers}");
+    assert_eq!(
+        answers[1]["error"]["message"], "Unknown tool: delete",
+        "{answers}"
+    );
+
+    let large = dir.join("large.json");
+    let padding = "x".repeat(2 * 1024 * 1024);
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{{"name":"search","arguments":{{"q":"{padding}"}}}}}}"#
+    );
+    std::fs::write(&large, body).expect("large body");
+    let data = format!("@{}", large.display());
+    post(t, &["--data-binary", &data]).assert_status(413);
+
+    let malformed = post(t, &["--data", "{\"jsonrpc\": \"2.0\", \"method\": "]);
+    malformed.assert_status(400);
+    let answer: Value = serde_json::from_slice(&malformed.body).expect("a JSON-RPC error");
+    assert_eq!(answer["error"]["code"], -32700, "{answer}");
+
+    for (reason, count) in [
+        ("mcp_tool_denied", 2.0),
+        ("mcp_request_too_large", 1.0),
+        ("mcp_malformed", 1.0),
+    ] {
+        t.assert_sample(
+            ERRORS,
+            &[("backend", OTHER_BACKEND), ("reason", reason)],
+            count,
+        );
+    }
 }
