@@ -1,8 +1,8 @@
 //! MCP tool filtering with the official MCP Python SDK on both sides: FastMCP servers
 //! (streamable HTTP over TLS) in the external namespace, `demo/api` answering with event
 //! streams and `demo/other` with JSON bodies, both `protocol: MCP` with TLS originated
-//! and one BackendPolicy allowing `search`, `fetch` and `steps`; the SDK's client in the
-//! pod speaks plaintext to the Backend names. `tools/list` shows only those tools, a
+//! and one BackendPolicy allowing `search`, `fetch` and `steps` (and setting an API key
+//! from a Secret); the SDK's client in the pod speaks plaintext to the Backend names. `tools/list` shows only those tools, a
 //! `tools/call` of `delete` is a JSON-RPC error the SDK raises and never reaches the
 //! server, and the progress notifications of `steps` reach the client one by one (the
 //! server sends the next only once the test has seen the client print the last).
@@ -34,8 +34,17 @@ spec:
   targetRefs:
     - {group: gateway.networking.x-k8s.io, kind: XBackend, name: api}
     - {group: gateway.networking.x-k8s.io, kind: XBackend, name: other}
+  credentials:
+    - header: Authorization
+      valueFrom: {secretKeyRef: {name: mcp-key, key: token}}
+      format: "Bearer {value}"
   mcp:
     tools: {allow: [search, fetch, steps]}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: mcp-key, namespace: demo}
+stringData: {token: sk-mcp}
 ---
 apiVersion: policy.redirector.dev/v1alpha1
 kind: BackendPolicy
@@ -128,7 +137,9 @@ fn assert_listed_refused_called(client: &mut ChildGuard) {
     );
     assert_eq!(refused["message"], "Unknown tool: delete", "{refused}");
     let called = next(client, "called");
-    assert_eq!(called["text"], "found redirector", "{called}");
+    // The key from the Secret, on the TLS the agent originates: the pod never had it.
+    let text = "found redirector (authorization: Bearer sk-mcp)";
+    assert_eq!(called["text"], text, "{called}");
 }
 
 #[test]
@@ -213,6 +224,10 @@ fn mcp_tools_are_filtered_and_refused_and_streams_stay_event_by_event() {
                 .any(|l| mcp(l, "method") == method && mcp(l, "tool") == tool),
             "{method} {tool} in {log:#?}"
         );
+    }
+
+    for text in [t.agent.logs().join("\n"), format!("{log:?}")] {
+        assert!(!text.contains("sk-mcp"), "the key leaked: {text}");
     }
 
     // What the proxy answers itself, nothing sent upstream: a batch with a refused call

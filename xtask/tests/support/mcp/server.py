@@ -1,7 +1,8 @@
 """`python server.py PORT CERT KEY GATE [--json]`: an MCP server of the official Python
 SDK (FastMCP, streamable HTTP) over TLS, for xtask/tests/http/mcp.rs.
 
-Tools: `search` and `fetch` (answered at once), `delete` (prints `delete called` when it
+Tools: `search` (answered at once, with the Authorization header it came with),
+`fetch`, `delete` (prints `delete called` when it
 runs: the test's policy must keep every call of it away), and `steps COUNT`, which sends
 COUNT progress notifications and, after each but the last, waits for a datagram on the
 Unix socket GATE: the test sends one only once the client has printed that
@@ -35,9 +36,11 @@ mcp = FastMCP(
 
 
 @mcp.tool()
-def search(query: str) -> str:
-    """Finds things."""
-    return f"found {query}"
+def search(query: str, ctx: Context) -> str:
+    """Finds things; says with what Authorization it was asked."""
+    request = ctx.request_context.request
+    authorization = request.headers.get("authorization", "") if request else ""
+    return f"found {query} (authorization: {authorization})"
 
 
 @mcp.tool()
