@@ -286,11 +286,16 @@ fn refused_by_the_proxy(t: &HttpBed, dir: &Path) {
     malformed.assert_status(400);
     let answer: Value = serde_json::from_slice(&malformed.body).expect("a JSON-RPC error");
     assert_eq!(answer["error"]["code"], -32700, "{answer}");
+    // JSON, but not JSON-RPC messages: a batch inside a batch.
+    let nested = format!("[{batch}]");
+    let answer = post(t, &["--data", &nested]);
+    answer.assert_status(400);
+    assert!(answer.text().contains("-32600"), "{}", answer.text());
 
     for (reason, count) in [
         ("mcp_tool_denied", 2.0),
         ("mcp_request_too_large", 1.0),
-        ("mcp_malformed", 1.0),
+        ("mcp_malformed", 2.0),
     ] {
         t.assert_sample(
             ERRORS,

@@ -10,8 +10,8 @@
 //!   whole, bounded, Content-Length set anew) and in event streams (event by event as
 //!   they come, `sse.rs`; never buffered).
 //! - Bodies are read up to [`MAX_REQUEST_BODY`]; with a tool policy a larger one is
-//!   refused (413), and a body that is not JSON too (400 with a JSON-RPC parse error):
-//!   what cannot be judged is not sent. Without one, reading is only for the log and
+//!   refused (413), and a body that is not JSON-RPC too (400 with a JSON-RPC parse
+//!   error or invalid request): what cannot be judged is not sent. Without one, reading is only for the log and
 //!   never changes what is sent.
 //!
 //! `jsonrpc` and `sse` are pure; this file and `response.rs` are the hyper plumbing.
@@ -146,6 +146,18 @@ async fn read(req: Request<Incoming>, tools: Option<ToolFilter>, backend: &str) 
         Some(Ok(asked)) => asked,
     };
     let log = asked.log();
+    if asked.invalid {
+        let detail = format!(
+            "an MCP request body that is JSON but not JSON-RPC messages cannot be judged \
+             against the tools of BackendPolicy {} (Backend {backend})",
+            tools.policy()
+        );
+        let answer = jsonrpc::invalid_request();
+        return refuse(
+            ProxyError::json_rpc(HttpError::McpMalformed, detail, answer),
+            log,
+        );
+    }
     let refused: Vec<&str> = (asked.refused(&tools.allow))
         .map(|c| c.tool.as_deref().unwrap_or("(no name)"))
         .collect();

@@ -31,6 +31,9 @@ pub struct Asked {
     pub calls: Vec<Call>,
     /// The body is a JSON array (a JSON-RPC batch).
     pub batch: bool,
+    /// Something in it is no JSON-RPC message at all (not an object, or an empty
+    /// batch): what a server would make of it cannot be told.
+    pub invalid: bool,
 }
 
 impl Asked {
@@ -39,10 +42,12 @@ impl Asked {
             Value::Array(messages) => Self {
                 calls: messages.iter().filter_map(call).collect(),
                 batch: true,
+                invalid: messages.is_empty() || !messages.iter().all(Value::is_object),
             },
             message => Self {
                 calls: call(&message).into_iter().collect(),
                 batch: false,
+                invalid: !message.is_object(),
             },
         })
     }
@@ -116,6 +121,12 @@ impl Asked {
 /// The proxy's answer to a body that is not JSON.
 pub fn parse_error(why: &serde_json::Error) -> String {
     error(None, PARSE_ERROR, &format!("Parse error: {why}")).to_string()
+}
+
+/// The proxy's answer to JSON that holds something other than JSON-RPC messages.
+pub fn invalid_request() -> String {
+    let message = "Invalid Request: not a JSON-RPC message or a batch of them";
+    error(None, INVALID_REQUEST, message).to_string()
 }
 
 fn call(message: &Value) -> Option<Call> {

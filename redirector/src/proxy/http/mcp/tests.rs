@@ -103,6 +103,17 @@ fn bodies_that_are_not_json_are_errors_and_responses_ask_nothing() {
     assert_eq!(answer["id"], Value::Null);
     let response = asked(&json!({"jsonrpc": "2.0", "id": 1, "result": {}}));
     assert!(response.calls.is_empty() && response.log().is_none());
+    assert!(!response.invalid);
+    // JSON that holds no JSON-RPC messages cannot be judged.
+    for body in [
+        json!([]),
+        json!([[call(1, "delete")]]),
+        json!("tools/call"),
+        json!(3),
+    ] {
+        assert!(asked(&body).invalid, "{body}");
+    }
+    assert!(!asked(&json!([call(1, "search")])).invalid);
 }
 
 fn listing(id: u64, names: &[&str]) -> Value {
