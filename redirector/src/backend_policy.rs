@@ -1,14 +1,16 @@
 //! Backend policies (`policy.redirector.dev/v1alpha1` `BackendPolicy`): headers the proxy
 //! sets on requests it forwards over TLS it originates (so API keys live on the node, not
-//! in pods), and rules saying which requests may reach a Backend at all.
+//! in pods), rules saying which requests may reach a Backend at all, and which tools
+//! the clients of an MCP Backend may see and call.
 //!
 //! A leaf module: it knows nothing of the Backend model or the proxy. `model` mirrors the
 //! API, `validate` turns it into [`BackendPolicy`] (every field checked on its own),
 //! `attach` joins policies to what it is told about their target Backends and Secrets
 //! (the caller passes closures, so the Backend catalog stays the one owner of those), and
-//! `rules` decides a request. The result, [`Applied`], sits in a [`PolicySlot`] per
-//! Backend that the reconciler updates in place: a rotated Secret reaches the next
-//! request even on a client connection opened before the rotation.
+//! `rules` decides a request (`mcp.tools` is judged by the proxy's MCP module, which
+//! reads JSON-RPC). The result, [`Applied`], sits in a [`PolicySlot`] per Backend that
+//! the reconciler updates in place: a rotated Secret reaches the next request even on a
+//! client connection opened before the rotation.
 
 mod attach;
 pub mod model;
@@ -24,7 +26,9 @@ pub use attach::{Applied, Attachment, Rejection, SecretLookup, TargetFacts, atta
 pub use model::{API_VERSION, KIND};
 pub use rules::RequestFacts;
 pub use secret::SensitiveHeader;
-pub use validate::{BackendPolicy, Credential, PathMatch, Rule, Sources, validate};
+pub use validate::{
+    BackendPolicy, Credential, MAX_TOOL_NAME, PathMatch, Rule, Sources, ToolAllowList, validate,
+};
 
 /// Why a policy (or one of its fields) cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

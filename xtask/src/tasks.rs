@@ -95,7 +95,7 @@ pub fn test(extra: &[String]) -> Result<ExitCode> {
     packages::install_missing("test", test_packages)
         .context("installing the programs the end-to-end tests drive")?;
     let python = python_env::ensure("test", &target_dir().join("test-python"))
-        .context("making the Python environment of the gRPC and WebSocket tests")?;
+        .context("making the Python environment of the gRPC, WebSocket and MCP tests")?;
     toolchain::ensure_lint_components()?;
     // Formatting and clippy first.
     let lint = lint()?;

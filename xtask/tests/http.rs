@@ -21,6 +21,8 @@ mod framing;
 mod grpc;
 #[path = "http/h2c.rs"]
 mod h2c;
+#[path = "http/mcp.rs"]
+mod mcp;
 #[path = "http/names.rs"]
 mod names;
 #[path = "http/policy.rs"]
@@ -96,6 +98,17 @@ impl<'a> HttpBackend<'a> {
             port,
             protocol,
             ca,
+        }
+    }
+
+    /// `demo/plain`, `echo.redirector.test:port`, no TLS.
+    fn plain(port: u16, protocol: &'a str) -> Self {
+        HttpBackend {
+            name: "plain",
+            host: "echo.redirector.test",
+            port,
+            protocol,
+            ca: None,
         }
     }
 

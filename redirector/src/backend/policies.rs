@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::directory::{Catalog, Problem};
-use super::validate::{Backend, ObjectKey, TlsMode};
+use super::validate::{Backend, ObjectKey, Protocol, TlsMode};
 use crate::backend_policy::{
     self, Attachment, BackendPolicy, PolicyError, SecretLookup, TargetFacts,
 };
@@ -50,6 +50,7 @@ fn facts(backend: &Backend) -> TargetFacts {
             .as_ref()
             .is_some_and(|t| t.mode != TlsMode::None),
         speaks_http: backend.protocol.is_http(),
+        speaks_mcp: backend.protocol == Protocol::Mcp,
     }
 }
 

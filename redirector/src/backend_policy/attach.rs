@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use http::HeaderName;
 
-use super::{BackendPolicy, Credential, PolicyError, Rule, SensitiveHeader};
+use super::{BackendPolicy, Credential, PolicyError, Rule, SensitiveHeader, ToolAllowList};
 
 /// What attachment needs to know of a target Backend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,6 +17,8 @@ pub struct TargetFacts {
     pub originates_tls: bool,
     /// The proxy parses its requests (any protocol but `TCP`).
     pub speaks_http: bool,
+    /// Its protocol is `MCP`: the proxy reads its JSON-RPC.
+    pub speaks_mcp: bool,
 }
 
 /// A Secret key as the source has it.
@@ -35,6 +37,8 @@ pub struct Applied {
     /// The headers to set, or why they cannot be (then every request gets 503).
     pub credentials: Result<Vec<(HeaderName, SensitiveHeader)>, PolicyError>,
     pub rules: Option<Vec<Rule>>,
+    /// The MCP tools clients may see and call; `None`: every tool.
+    pub mcp_tools: Option<ToolAllowList>,
 }
 
 /// A policy that does not apply, and why.
@@ -116,6 +120,11 @@ fn fit(
             let message = format!("rules cannot apply to {backend}: {BYTES}");
             errors.push(not_accepted("spec.rules".to_owned(), message));
         }
+        if policy.mcp_tools.is_some() && !facts.speaks_mcp {
+            // Tools are JSON-RPC of MCP: another protocol's requests have none to judge.
+            let message = format!("tools can only be filtered for protocol MCP, not {backend}");
+            errors.push(not_accepted("spec.mcp".to_owned(), message));
+        }
         if policy.credentials.is_empty() {
             continue;
         }
@@ -148,6 +157,7 @@ fn merge<'a>(
 ) -> Applied {
     let mut credentials: Vec<(&Credential, &BackendPolicy)> = Vec::new();
     let mut rules: Option<(&Vec<Rule>, &BackendPolicy)> = None;
+    let mut tools: Option<(&ToolAllowList, &BackendPolicy)> = None;
     let mut conflict =
         |policy: &BackendPolicy, field: String, what: String, winner: &BackendPolicy| {
             let message = format!(
@@ -190,6 +200,14 @@ fn merge<'a>(
             (Some(own), None) => rules = Some((own, policy)),
             (None, _) => {}
         }
+        match (&policy.mcp_tools, tools) {
+            (Some(_), Some((_, winner))) => {
+                let field = "spec.mcp.tools".to_owned();
+                conflict(policy, field, "the MCP tools".to_owned(), winner);
+            }
+            (Some(own), None) => tools = Some((own, policy)),
+            (None, _) => {}
+        }
     }
     let labels: Vec<String> = policies.iter().map(|p| p.label()).collect();
     Applied {
@@ -199,6 +217,7 @@ fn merge<'a>(
             .map(|(credential, policy)| header(policy, credential, secret))
             .collect(),
         rules: rules.map(|(rules, _)| rules.clone()),
+        mcp_tools: tools.map(|(tools, _)| tools.clone()),
     }
 }
 

@@ -32,8 +32,7 @@ pub struct Spec {
     #[serde(default)]
     pub credentials: Vec<CredentialDoc>,
     pub rules: Option<Vec<RuleDoc>>,
-    /// Not enforced yet: refused by validation rather than silently ignored.
-    pub mcp: Option<serde_yaml_ng::Value>,
+    pub mcp: Option<McpDoc>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -93,4 +92,18 @@ pub enum PathType {
 pub struct SourcesDoc {
     pub service_accounts: Option<Vec<String>>,
     pub cgroups: Option<Vec<String>>,
+}
+
+/// `spec.mcp`: what clients of an MCP Backend may do.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpDoc {
+    pub tools: Option<McpToolsDoc>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpToolsDoc {
+    /// The tools a `tools/call` may name and `tools/list` shows; any other is refused.
+    pub allow: Vec<String>,
 }

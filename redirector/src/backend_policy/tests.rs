@@ -63,7 +63,7 @@ spec:
     - methods: ["GE T"]
       paths: [{type: Exact, value: v1}]
       sources: {cgroups: [a/../b]}
-  mcp: {tools: {allow: [x]}}
+  mcp: {tools: {allow: [search, ""]}}
 "#;
     let got = fields(parse(yaml).unwrap_err());
     let want = [
@@ -78,7 +78,7 @@ spec:
         "spec.rules[0].methods[0]",
         "spec.rules[0].paths[0].value",
         "spec.rules[0].sources.cgroups[0]",
-        "spec.mcp",
+        "spec.mcp.tools.allow[1]",
     ];
     for field in want {
         assert!(
@@ -107,6 +107,7 @@ fn attach_one(
 const TLS_HTTP: TargetFacts = TargetFacts {
     originates_tls: true,
     speaks_http: true,
+    speaks_mcp: false,
 };
 
 #[test]
@@ -115,11 +116,11 @@ fn credentials_need_a_tls_http_backend() {
     for facts in [
         TargetFacts {
             originates_tls: false,
-            speaks_http: true,
+            ..TLS_HTTP
         },
         TargetFacts {
-            originates_tls: true,
             speaks_http: false,
+            ..TLS_HTTP
         },
     ] {
         let attached = attach_one(&policy, Some(facts), Some(b"k"));
@@ -292,4 +293,63 @@ fn no_rules_allow_everything() {
     let attached = attach_one(&policy, Some(TLS_HTTP), Some(b"k"));
     let applied = &attached.applied[&("ai".to_owned(), "openai".to_owned())];
     assert!(applied.allows(&facts(&Method::DELETE, "/anything", "/")));
+}
+
+const MCP_TOOLS: &str = r#"
+spec:
+  targetRefs: [{group: gateway.networking.x-k8s.io, kind: XBackend, name: openai}]
+  mcp: {tools: {allow: [search, fetch]}}
+"#;
+
+#[test]
+fn mcp_tools_apply_to_mcp_backends_only() {
+    let policy = parse(MCP_TOOLS).unwrap();
+    let tools = policy.mcp_tools.as_ref().unwrap();
+    assert!(tools.allows("search") && tools.allows("fetch"));
+    assert!(!tools.allows("delete") && !tools.allows("Search"));
+    let mcp = TargetFacts {
+        speaks_mcp: true,
+        ..TLS_HTTP
+    };
+    let attached = attach_one(&policy, Some(mcp), None);
+    assert_eq!(attached.rejected, []);
+    let applied = &attached.applied[&("ai".to_owned(), "openai".to_owned())];
+    assert_eq!(applied.mcp_tools.as_ref(), Some(tools));
+    let http = attach_one(&policy, Some(TLS_HTTP), None);
+    assert!(http.applied.is_empty());
+    let fields: Vec<_> = http.rejected.iter().map(|r| r.error.field()).collect();
+    assert_eq!(fields, [Some("spec.mcp")]);
+    // `mcp` that says nothing is a mistake, not "every tool".
+    let empty = parse(&MCP_TOOLS.replace("{tools: {allow: [search, fetch]}}", "{}"));
+    assert_eq!(fields_of(empty), ["spec.mcp.tools: required"]);
+}
+
+fn fields_of(result: Result<BackendPolicy, Vec<PolicyError>>) -> Vec<String> {
+    fields(result.unwrap_err())
+}
+
+#[test]
+fn the_oldest_policy_wins_the_mcp_tools() {
+    let first = parse(MCP_TOOLS).unwrap();
+    let later = BackendPolicy {
+        name: "zz-later".into(),
+        mcp_tools: Some(ToolAllowList::new(["delete".to_owned()])),
+        ..first.clone()
+    };
+    let policies = [Arc::new(later), Arc::new(first.clone())];
+    let mcp = TargetFacts {
+        speaks_mcp: true,
+        ..TLS_HTTP
+    };
+    let attached = attach(
+        &policies,
+        |_, _| Some(mcp),
+        |_, _, _| SecretLookup::NoSecret,
+    );
+    let applied = &attached.applied[&("ai".to_owned(), "openai".to_owned())];
+    assert_eq!(applied.mcp_tools, first.mcp_tools);
+    let conflicts: Vec<_> = (attached.rejected.iter())
+        .map(|r| (r.policy.as_str(), r.error.field().unwrap_or_default()))
+        .collect();
+    assert_eq!(conflicts, [("ai/zz-later", "spec.mcp.tools")]);
 }

@@ -1,15 +1,20 @@
 //! The policy API as written -> [`BackendPolicy`], every field checked on its own so that
 //! `redirector check` can name all that is wrong at once.
 
+use std::{collections::BTreeSet, sync::Arc};
+
 use http::{HeaderName, Method};
 
 use super::PolicyError;
 use super::model::{
-    BackendPolicyDoc, CredentialDoc, PathType, RuleDoc, SourcesDoc, TARGET_GROUP, TARGET_KIND,
+    BackendPolicyDoc, CredentialDoc, McpDoc, PathType, RuleDoc, SourcesDoc, TARGET_GROUP,
+    TARGET_KIND,
 };
 
 /// The placeholder `format` replaces with the Secret's value.
 const PLACEHOLDER: &str = "{value}";
+/// The longest tool name MCP allows (the CRD says the same).
+pub const MAX_TOOL_NAME: usize = 128;
 
 /// A validated policy: what attachment and the proxy work from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -24,6 +29,23 @@ pub struct BackendPolicy {
     pub credentials: Vec<Credential>,
     /// `None`: every request allowed.
     pub rules: Option<Vec<Rule>>,
+    /// `spec.mcp.tools.allow`; `None`: every tool.
+    pub mcp_tools: Option<ToolAllowList>,
+}
+
+/// The MCP tools a client may list and call; every other is hidden and refused.
+/// Shared: each request to the Backend holds it while its response is filtered.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ToolAllowList(Arc<BTreeSet<String>>);
+
+impl ToolAllowList {
+    pub fn new(names: impl IntoIterator<Item = String>) -> Self {
+        Self(Arc::new(names.into_iter().collect()))
+    }
+
+    pub fn allows(&self, tool: &str) -> bool {
+        self.0.contains(tool)
+    }
 }
 
 /// A header set from a Secret: `prefix` + value + `suffix` (the `format` around
@@ -119,11 +141,7 @@ pub fn validate(
             .map(|(i, doc)| rule(&format!("spec.rules[{i}]"), doc, &mut errors))
             .collect()
     });
-    if spec.mcp.is_some() {
-        // A tool allow-list that is not enforced would be worse than none.
-        let message = "MCP tool filtering is not implemented yet; the policy is not applied";
-        errors.push(PolicyError::invalid("spec.mcp", message));
-    }
+    let mcp_tools = spec.mcp.and_then(|doc| mcp_tools(doc, &mut errors));
     if !errors.is_empty() {
         return Err(errors);
     }
@@ -134,6 +152,7 @@ pub fn validate(
         targets,
         credentials,
         rules,
+        mcp_tools,
     })
 }
 
@@ -257,6 +276,24 @@ fn rule(field: &str, doc: RuleDoc, errors: &mut Vec<PolicyError>) -> Rule {
         paths,
         sources,
     }
+}
+
+/// `spec.mcp`: an empty `allow` is valid (no tool at all); `mcp` without `tools` says
+/// nothing, which is more likely a mistake than a wish.
+fn mcp_tools(doc: McpDoc, errors: &mut Vec<PolicyError>) -> Option<ToolAllowList> {
+    let Some(tools) = doc.tools else {
+        errors.push(PolicyError::invalid("spec.mcp.tools", "required"));
+        return None;
+    };
+    for (i, name) in tools.allow.iter().enumerate() {
+        // MCP's own bounds for a tool name.
+        if name.is_empty() || name.len() > MAX_TOOL_NAME {
+            let field = format!("spec.mcp.tools.allow[{i}]");
+            let message = format!("a tool name has 1 to {MAX_TOOL_NAME} characters");
+            errors.push(PolicyError::invalid(field, message));
+        }
+    }
+    Some(ToolAllowList::new(tools.allow))
 }
 
 fn sources(field: &str, doc: SourcesDoc, errors: &mut Vec<PolicyError>) -> Sources {

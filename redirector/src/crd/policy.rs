@@ -10,6 +10,7 @@ use super::served_version;
 use super::spec::{group, kind, object_name};
 use super::status::{condition, parent_reference};
 use crate::backend::constraints::{CONTROLLER_NAME, MAX_DNS_SUBDOMAIN};
+use crate::backend_policy::MAX_TOOL_NAME;
 use crate::backend_policy::model::{API_VERSION, KIND, TARGET_GROUP, TARGET_KIND};
 
 /// Gateway API's limit on `status.ancestors`.
@@ -19,6 +20,7 @@ const MAX_TARGETS: usize = 16;
 const MAX_CREDENTIALS: usize = 16;
 const MAX_RULES: usize = 64;
 const MAX_MATCHES: usize = 64;
+const MAX_TOOLS: usize = 256;
 
 pub fn crd() -> Value {
     let (group_name, version) = API_VERSION.split_once('/').unwrap_or((API_VERSION, ""));
@@ -93,7 +95,11 @@ fn spec() -> Schema {
     )
     .max_items(MAX_RULES)
     .atomic();
-    let mcp = Schema::object("MCP tool filtering: not implemented yet (refused).", []);
+    let mcp = Schema::object(
+        "What clients of an MCP Backend may do (protocol MCP only).",
+        [("tools", mcp_tools())],
+    )
+    .required(&["tools"]);
     Schema::object(
         "What the policy does.",
         [
@@ -104,6 +110,19 @@ fn spec() -> Schema {
         ],
     )
     .required(&["targetRefs"])
+}
+
+fn mcp_tools() -> Schema {
+    let name =
+        Schema::string("A tool name, exactly as the server lists it.").length(1, MAX_TOOL_NAME);
+    let allow = Schema::array(
+        "The only tools tools/list shows and tools/call may name; a call of another gets \
+         a JSON-RPC error from the proxy. Empty: no tool at all.",
+        name,
+    )
+    .max_items(MAX_TOOLS)
+    .atomic();
+    Schema::object("MCP tools.", [("allow", allow)]).required(&["allow"])
 }
 
 fn credential() -> Schema {

@@ -363,8 +363,10 @@ fn the_backend_policy_crd_takes_the_shipped_example() {
         .map(|d| serde::Deserialize::deserialize(d).expect("YAML"))
         .filter(|d: &Value| d["kind"] == "BackendPolicy")
         .collect();
-    assert_eq!(policies.len(), 1);
-    assert_eq!(check(schema, &policies[0]), Vec::<String>::new());
+    assert_eq!(policies.len(), 2, "credentials and rules; MCP tools");
+    for policy in &policies {
+        assert_eq!(check(schema, policy), Vec::<String>::new(), "{policy}");
+    }
     let yaml = policy_crd_yaml();
     assert_eq!(
         serde_yaml_ng::from_str::<Value>(&yaml).expect("parses"),

@@ -1,7 +1,8 @@
 //! `--access-log`: one JSON line per HTTP request (`"event":"request"`) and one per
 //! connection of the bytes path (`"event":"connection"`: forwarded, passed through or
 //! refused), each with the `source` workload, written by a thread of its own so that a
-//! slow disk never stalls a connection.
+//! slow disk never stalls a connection. Requests to MCP Backends carry `mcp` (method and
+//! tool, read from their JSON-RPC).
 
 use std::{
     io::{self, Write},
@@ -27,11 +28,22 @@ pub struct Request<'a> {
     pub method: &'a str,
     pub authority: &'a str,
     pub path: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mcp: Option<&'a Mcp>,
     pub status: u16,
     /// Response body bytes sent to the client.
     pub bytes: u64,
     pub duration_ms: f64,
     pub upstream_protocol: &'a str,
+}
+
+/// What a request to an MCP Backend asked: the JSON-RPC `method`, and for `tools/call`
+/// the `tool`. A batch lists each, comma-separated, in its order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Mcp {
+    pub method: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
 }
 
 /// One connection of the bytes path, as logged when it ends (or is refused).
@@ -179,5 +191,33 @@ mod tests {
             "duration_ms": 0.5, "outcome": "passthrough", "reason": "undeclared_sni",
         });
         assert_eq!(json, expected);
+    }
+
+    #[test]
+    fn an_mcp_request_line_names_its_method_and_tool() {
+        let source = Workload::unknown(7);
+        let mcp = Mcp {
+            method: "tools/call".into(),
+            tool: Some("search".into()),
+        };
+        let entry = Request {
+            backend: "demo/mcp",
+            source: &source,
+            method: "POST",
+            authority: "mcp.test",
+            path: "/mcp",
+            mcp: Some(&mcp),
+            status: 200,
+            bytes: 10,
+            duration_ms: 1.0,
+            upstream_protocol: "HTTP/1.1",
+        };
+        let json = serde_json::to_value(&entry).unwrap();
+        assert_eq!(
+            json["mcp"],
+            serde_json::json!({"method": "tools/call", "tool": "search"})
+        );
+        let plain = Request { mcp: None, ..entry };
+        assert!(serde_json::to_value(&plain).unwrap().get("mcp").is_none());
     }
 }

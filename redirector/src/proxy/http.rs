@@ -15,12 +15,15 @@
 //! - [`body`] measures each response as it streams: metrics and the access log.
 //! - [`grpc`]: the proxy's own answers to gRPC calls are gRPC statuses, and calls are
 //!   counted by the status they ended with.
+//! - [`mcp`] reads the JSON-RPC of `MCP` Backends: tool policy, access log fields.
 
 mod body;
+mod client_body;
 mod error;
 mod grpc;
 mod headers;
 mod inline;
+mod mcp;
 pub mod metrics;
 mod pool;
 mod request;

@@ -127,6 +127,7 @@ mod tests {
                 targets: vec!["api".into()],
                 credentials: Vec::new(),
                 rules: Some(vec![Rule::default()]),
+                mcp_tools: None,
             }));
             let key = ObjectKey::new("demo", "rules");
             catalog.policy_origins.insert(key, file.clone());

@@ -1,7 +1,7 @@
 //! The Python environment of the end-to-end tests: real third-party clients and servers
-//! from PyPI (grpcio, websockets) in a virtual environment of their own under the
-//! target directory, made when missing. The system's Python is left alone: Debian's
-//! refuses `pip install` outside a virtual environment (PEP 668).
+//! from PyPI (grpcio, websockets, the official MCP SDK) in a virtual environment of their
+//! own under the target directory, made when missing. The system's Python is left alone:
+//! Debian's refuses `pip install` outside a virtual environment (PEP 668).
 
 use anyhow::{Context, Result, bail};
 use std::path::{Path, PathBuf};
@@ -9,8 +9,16 @@ use std::process::Command;
 
 use super::packages;
 
-/// What the tests import, and the PyPI package of each.
-const MODULES: [(&str, &str); 2] = [("grpc", "grpcio"), ("websockets", "websockets")];
+/// What the tests import, and the PyPI package of each. The MCP SDK is pinned: its 2.x
+/// line renamed the server API (`FastMCP` is `MCPServer` there).
+const MODULES: [(&str, &str); 3] = [
+    ("grpc", "grpcio"),
+    ("websockets", "websockets"),
+    (
+        "mcp.server.fastmcp, mcp.client.streamable_http, uvicorn",
+        "mcp==1.30.0",
+    ),
+];
 
 /// The variable that tells the tests which interpreter to run.
 pub const PYTHON_VAR: &str = "REDIRECTOR_TEST_PYTHON";

@@ -68,13 +68,7 @@ fn echoed(response: &Response) -> String {
 fn backend_policy_injects_keys_and_enforces_rules() {
     let ca = Ca::new("test CA");
     let leaf = ca.server(&[API_HOST, OTHER_HOST]);
-    let plain = HttpBackend {
-        name: "plain",
-        host: "echo.redirector.test",
-        port: PLAIN_PORT,
-        protocol: "HTTP",
-        ca: None,
-    };
+    let plain = HttpBackend::plain(PLAIN_PORT, "HTTP");
     let backends = [
         HttpBackend::api(TLS_PORT, "HTTP", Some(&ca)).yaml(),
         HttpBackend::other(TLS_H1_PORT, "HTTP", Some(&ca)).yaml(),

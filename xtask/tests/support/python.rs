@@ -1,5 +1,6 @@
-//! Third-party Python peers (grpcio, websockets from PyPI) run from the helper scripts
-//! beside this file, with the interpreter of the environment `cargo xtask test` makes.
+//! Third-party Python peers (grpcio, websockets, the MCP SDK from PyPI) run from the
+//! helper scripts beside this file and under `mcp/`, with the interpreter of the
+//! environment `cargo xtask test` makes.
 
 use std::{ffi::OsStr, path::PathBuf, time::Duration};
 
@@ -16,12 +17,12 @@ pub const WS_PEER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/support/ws
 /// loaded machine).
 const START_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The interpreter with grpcio and websockets: `$REDIRECTOR_TEST_PYTHON`, which
+/// The interpreter with grpcio, websockets and the MCP SDK: `$REDIRECTOR_TEST_PYTHON`, which
 /// `cargo xtask test` sets after making the environment.
 pub fn python() -> PathBuf {
     let path = std::env::var_os("REDIRECTOR_TEST_PYTHON").map(PathBuf::from);
     path.filter(|p| p.is_file()).expect(
-        "REDIRECTOR_TEST_PYTHON must name a Python with grpcio and websockets: run the \
+        "REDIRECTOR_TEST_PYTHON must name a Python with grpcio, websockets and mcp: run the \
          tests with `cargo xtask test`, which makes target/test-python and sets it",
     )
 }

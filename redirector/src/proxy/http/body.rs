@@ -16,7 +16,7 @@ use http_body_util::{BodyExt, Full, combinators::UnsyncBoxBody};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use tokio::sync::oneshot;
 
-use super::{grpc::Outcome, inline::Lease, metrics::BackendHttp};
+use super::{client_body::ClientBody, grpc::Outcome, inline::Lease, metrics::BackendHttp};
 use crate::{
     proxy::{Shared, access_log},
     workload::Workload,
@@ -50,6 +50,8 @@ pub struct LogFields {
     pub authority: String,
     pub path: String,
     pub source: Arc<Workload>,
+    /// What a request to an MCP Backend asked (read from its JSON-RPC).
+    pub mcp: Option<access_log::Mcp>,
 }
 
 /// Where an upstream response's body comes from.
@@ -137,6 +139,7 @@ impl Metered {
                 method: fields.method.as_str(),
                 authority: &fields.authority,
                 path: &fields.path,
+                mcp: fields.mcp.as_ref(),
                 status,
                 bytes: self.bytes,
                 duration_ms: took.as_secs_f64() * 1e3,
@@ -227,14 +230,14 @@ impl Drop for Metered {
 /// once the body has ended (or was dropped, or failed): a server that answers only after
 /// a long upload has not been slow to answer.
 pub struct RequestBody {
-    inner: Incoming,
+    inner: ClientBody,
     /// Dropped when the body ends, which resolves the receiver.
     sending: Option<oneshot::Sender<()>>,
 }
 
 impl RequestBody {
     /// The body, and what tells its end (`None`: no body, ended already).
-    pub fn new(inner: Incoming) -> (Self, Option<oneshot::Receiver<()>>) {
+    pub fn new(inner: ClientBody) -> (Self, Option<oneshot::Receiver<()>>) {
         if inner.is_end_stream() {
             return (
                 Self {

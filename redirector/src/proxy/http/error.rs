@@ -38,6 +38,15 @@ pub enum HttpError {
     /// The Backend's policy has credentials the proxy cannot resolve (a Secret or key
     /// missing): never sent without them (503).
     PolicyUnresolved,
+    /// An MCP `tools/call` of a tool the Backend's policy does not allow: a JSON-RPC
+    /// error in an HTTP 200, as MCP servers answer an unknown tool.
+    McpToolDenied,
+    /// An MCP request body too large to judge against the policy's tools (413).
+    McpRequestTooLarge,
+    /// An MCP request body that is not JSON-RPC, with a tool policy to apply (400).
+    McpMalformed,
+    /// An upstream MCP response the proxy must filter but cannot read (502).
+    McpUnfilterable,
 }
 
 impl HttpError {
@@ -54,6 +63,10 @@ impl HttpError {
             Self::TransferCoding => "transfer_coding",
             Self::PolicyDenied => "policy_denied",
             Self::PolicyUnresolved => "policy_unresolved",
+            Self::McpToolDenied => "mcp_tool_denied",
+            Self::McpRequestTooLarge => "mcp_request_too_large",
+            Self::McpMalformed => "mcp_malformed",
+            Self::McpUnfilterable => "mcp_unfilterable",
         }
     }
 
@@ -66,7 +79,11 @@ impl HttpError {
             Self::TransferCoding => StatusCode::NOT_IMPLEMENTED,
             Self::PolicyDenied => StatusCode::FORBIDDEN,
             Self::PolicyUnresolved => StatusCode::SERVICE_UNAVAILABLE,
+            Self::McpToolDenied => StatusCode::OK,
+            Self::McpRequestTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::McpMalformed => StatusCode::BAD_REQUEST,
             Self::TlsConfig
+            | Self::McpUnfilterable
             | Self::UpstreamConnect
             | Self::UpstreamHandshake
             | Self::UpstreamError => StatusCode::BAD_GATEWAY,
@@ -78,7 +95,10 @@ impl HttpError {
 #[derive(Debug)]
 pub struct ProxyError {
     pub kind: HttpError,
+    /// For the log; the client's answer too unless `json_rpc` is set.
     pub detail: String,
+    /// The client's answer when it is JSON-RPC (MCP) rather than text.
+    pub json_rpc: Option<String>,
 }
 
 impl ProxyError {
@@ -86,6 +106,15 @@ impl ProxyError {
         Self {
             kind,
             detail: detail.into(),
+            json_rpc: None,
+        }
+    }
+
+    /// An answer whose body is the JSON-RPC message `json_rpc`, `detail` for the log.
+    pub fn json_rpc(kind: HttpError, detail: impl Into<String>, json_rpc: String) -> Self {
+        Self {
+            json_rpc: Some(json_rpc),
+            ..Self::new(kind, detail)
         }
     }
 
@@ -125,6 +154,13 @@ impl ProxyError {
 
     pub fn response(&self) -> Response<ProxyBody> {
         let status = self.kind.status();
+        if let Some(json) = &self.json_rpc {
+            let mut response = Response::new(text(json.clone()));
+            *response.status_mut() = status;
+            let json = HeaderValue::from_static("application/json");
+            response.headers_mut().insert(CONTENT_TYPE, json);
+            return response;
+        }
         let mut response = Response::new(text(format!(
             "redirector: {} {}: {}\n",
             status.as_u16(),

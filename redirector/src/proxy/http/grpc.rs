@@ -141,13 +141,18 @@ impl Code {
         match kind {
             HttpError::UpstreamConnect | HttpError::UpstreamHandshake => Code::Unavailable,
             HttpError::UpstreamTimeout => Code::DeadlineExceeded,
-            HttpError::PolicyDenied | HttpError::Misdirected => Code::PermissionDenied,
+            HttpError::PolicyDenied | HttpError::Misdirected | HttpError::McpToolDenied => {
+                Code::PermissionDenied
+            }
             HttpError::TransferCoding => Code::Unimplemented,
             HttpError::HeadersTooLarge => Code::ResourceExhausted,
             HttpError::TlsConfig
             | HttpError::UpstreamError
             | HttpError::MalformedRequest
-            | HttpError::PolicyUnresolved => Code::of_http(kind.status()),
+            | HttpError::PolicyUnresolved
+            | HttpError::McpRequestTooLarge
+            | HttpError::McpMalformed
+            | HttpError::McpUnfilterable => Code::of_http(kind.status()),
         }
     }
 }

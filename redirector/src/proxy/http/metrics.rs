@@ -107,8 +107,10 @@ impl HttpStats {
             "HTTP requests the proxy answered itself, by reason (misdirected 421, \
              upstream_connect/upstream_handshake/tls_config/upstream_error 502, \
              upstream_timeout 504, malformed_request 400, headers_too_large 431, \
-             transfer_coding 501, policy_denied 403, policy_unresolved 503; to gRPC \
-             calls as gRPC statuses, see redirector_grpc_requests)",
+             transfer_coding 501, policy_denied 403, policy_unresolved 503, MCP: \
+             mcp_tool_denied 200 with a JSON-RPC error, mcp_request_too_large 413, \
+             mcp_malformed 400, mcp_unfilterable 502; to gRPC calls as gRPC statuses, \
+             see redirector_grpc_requests)",
             self.errors.clone(),
         );
         registry.register(

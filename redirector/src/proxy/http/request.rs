@@ -20,6 +20,7 @@ use hyper_util::client::legacy::connect::capture_connection;
 use tokio_util::sync::CancellationToken;
 
 mod authority;
+mod mcp;
 mod own_answer;
 mod policy;
 
@@ -31,6 +32,7 @@ use authority::{
 
 use super::{
     body::{Completion, LogFields, ProxyBody, RequestBody, Upstreamed, metered},
+    client_body::ClientBody,
     error::{HttpError, ProxyError},
     grpc, headers,
     inline::{self, Lease, Sent},
@@ -86,21 +88,17 @@ impl Context {
     /// Answers one request: the upstream's response, or the proxy's own error.
     pub async fn handle(&self, mut req: Request<Incoming>) -> Response<ProxyBody> {
         let started = Instant::now();
-        let log = self.shared.access_log.is_some().then(|| LogFields {
+        let mut log = self.shared.access_log.is_some().then(|| LogFields {
             method: req.method().clone(),
             authority: authority_of(&req).unwrap_or_default().to_owned(),
             path: req.uri().path().to_owned(),
             source: self.routed.source.clone(),
+            mcp: None,
         });
         let grpc = grpc::is_call(req.headers());
-        let asked = Asked {
-            started,
-            log: log.as_ref(),
-            grpc,
-        };
         let index = match self.backend_for(&req) {
             Ok(index) => index,
-            Err(error) => return self.refuse("-", error, asked),
+            Err(error) => return self.refuse("-", error, Asked::new(started, &log, grpc)),
         };
         let entry = &self.routed.candidates[index];
         let tls = match &entry.origination {
@@ -112,12 +110,22 @@ impl Context {
                 );
                 let label = entry.backend.key.to_string();
                 let error = ProxyError::new(HttpError::TlsConfig, detail);
-                return self.refuse(&label, error, asked);
+                return self.refuse(&label, error, Asked::new(started, &log, grpc));
             }
         };
         if let Err(error) = self.apply_policy(entry, tls.is_some(), &mut req) {
-            return self.refuse(&entry.backend.key.to_string(), error, asked);
+            let label = entry.backend.key.to_string();
+            return self.refuse(&label, error, Asked::new(started, &log, grpc));
         }
+        let (req, tool_filter) = if entry.backend.protocol == Protocol::Mcp {
+            // Boxed: only MCP requests carry its future.
+            match Box::pin(self.inspect_mcp(entry, req, &mut log, started)).await {
+                Ok(inspected) => inspected,
+                Err(refused) => return refused,
+            }
+        } else {
+            (req.map(ClientBody::Streamed), None)
+        };
         let shared = &self.shared;
         let upstream = &self.routed.upstream;
         let target = self.targets[index].get_or_init(|| {
@@ -147,9 +155,17 @@ impl Context {
                     log,
                     grpc,
                 };
-                metered(response, completion, shared.clone())
+                let response = metered(response, completion, shared.clone());
+                match tool_filter {
+                    None => response,
+                    Some(filter) => {
+                        let backend = (&*pooled.metrics.name, started);
+                        Box::pin(self.filtered(filter, response, backend)).await
+                    }
+                }
             }
             Err(error) => {
+                let asked = Asked::new(started, &log, grpc);
                 let response = self.refuse(&pooled.metrics.name, error, asked);
                 pooled.metrics.finished(started.elapsed());
                 response
@@ -188,7 +204,7 @@ impl Context {
         entry: &Entry,
         tls: Option<&Arc<TlsOrigination>>,
         target: &Target,
-        mut req: Request<Incoming>,
+        mut req: Request<ClientBody>,
     ) -> Result<Response<Upstreamed>, ProxyError> {
         let backend = &entry.backend;
         let pooled = &target.pooled;
@@ -227,6 +243,10 @@ impl Context {
         if upgrade {
             req.headers_mut()
                 .insert(HOST, upstream_authority.host.clone());
+            let req = ClientBody::streamed(req).ok_or_else(|| {
+                // `mcp::inspect` reads no upgrade request's body.
+                ProxyError::new(HttpError::UpstreamError, "an upgrade request was read")
+            })?;
             let metrics = pooled.metrics.clone();
             // Boxed: the upgrade's future (dial, handshake, 2 KiB) would otherwise size
             // every request's future, which is allocated and moved per request.

@@ -24,6 +24,16 @@ pub(super) struct Asked<'a> {
     pub grpc: bool,
 }
 
+impl<'a> Asked<'a> {
+    pub fn new(started: Instant, log: &'a Option<LogFields>, grpc: bool) -> Self {
+        Asked {
+            started,
+            log: log.as_ref(),
+            grpc,
+        }
+    }
+}
+
 impl Context {
     /// The proxy's own answer, counted and logged, in the access log too.
     pub(super) fn refuse(
@@ -52,6 +62,7 @@ impl Context {
                 method: fields.method.as_str(),
                 authority: &fields.authority,
                 path: &fields.path,
+                mcp: fields.mcp.as_ref(),
                 status: response.status().as_u16(),
                 bytes: response.body().size_hint().exact().unwrap_or(0),
                 duration_ms: started.elapsed().as_secs_f64() * 1e3,
