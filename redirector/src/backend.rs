@@ -33,6 +33,6 @@ pub use policies::{attach_policies, policy_problems};
     reason = "public surface; consumers arrive incrementally"
 )]
 pub use validate::{
-    Backend, BackendTls, CaSource, ObjectKey, ObjectRef, Protocol, RefKind, SubjectAltName,
-    TlsMode, ValidationError, validate,
+    Backend, BackendTls, CaSource, Notice, ObjectKey, ObjectRef, Protocol, RefKind, SubjectAltName,
+    TlsMode, Validated, ValidationError, validate,
 };

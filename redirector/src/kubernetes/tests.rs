@@ -63,7 +63,8 @@ fn located(problems: &[Problem]) -> Vec<(Option<String>, Option<String>, String)
 
 #[test]
 fn a_valid_object_gives_the_same_backend_as_the_directory_source() {
-    let loaded = xbackends::load(&from_server(VALID)).expect("valid");
+    let loaded = (xbackends::load(&from_server(VALID)).expect("valid").backend)
+        .expect("an ExternalHostname Backend");
     let directory = from_directory(VALID);
     assert_eq!(directory.backends, vec![Arc::new(loaded.clone())]);
     let refs: Vec<&ObjectRef> = xbackends::references(&loaded).collect();

@@ -177,8 +177,8 @@ fn alpn(protocol: Protocol) -> Vec<Vec<u8>> {
     match protocol {
         // Either; the proxy speaks what the server picks.
         Protocol::Http => vec![H2.to_vec(), HTTP11.to_vec()],
-        Protocol::Http11 | Protocol::Mcp => vec![HTTP11.to_vec()],
-        Protocol::Http2 => vec![H2.to_vec()],
+        Protocol::Http11 | Protocol::Mcp | Protocol::Wss => vec![HTTP11.to_vec()],
+        Protocol::Http2 | Protocol::Grpc => vec![H2.to_vec()],
         // H2C is cleartext HTTP/2 by definition; TCP is opaque bytes.
         Protocol::H2c | Protocol::Tcp => Vec::new(),
     }

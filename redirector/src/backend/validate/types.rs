@@ -56,6 +56,8 @@ pub enum Protocol {
     Http11,
     H2c,
     Mcp,
+    Grpc,
+    Wss,
 }
 
 impl Protocol {
@@ -68,6 +70,8 @@ impl Protocol {
             Self::Http11 => "HTTP11",
             Self::H2c => "H2C",
             Self::Mcp => "MCP",
+            Self::Grpc => "GRPC",
+            Self::Wss => "WSS",
         }
     }
 
@@ -92,6 +96,8 @@ impl From<BackendProtocol> for Protocol {
             BackendProtocol::Http11 => Self::Http11,
             BackendProtocol::H2c => Self::H2c,
             BackendProtocol::Mcp => Self::Mcp,
+            BackendProtocol::Grpc => Self::Grpc,
+            BackendProtocol::Wss => Self::Wss,
         }
     }
 }
