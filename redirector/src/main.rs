@@ -27,8 +27,8 @@ fn main() -> ExitCode {
             print!("{}", crd::policy_crd_yaml());
             return ExitCode::SUCCESS;
         }
-        Command::Crd(_) => {
-            print!("{}", crd::crd_yaml());
+        Command::Crd(args) => {
+            print!("{}", crd::crd_yaml(args.gateway_api.into()));
             return ExitCode::SUCCESS;
         }
         Command::Uninstall(args) => run::uninstall(&args.bpffs.bpffs),

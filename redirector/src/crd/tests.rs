@@ -12,12 +12,19 @@ use super::structural::check;
 use super::*;
 use crate::backend::{self, XBackend, model};
 
+const SCHEMAS: [SchemaVersion; 2] = [SchemaVersion::Newest, SchemaVersion::V1_6];
+
+/// The newest schema, which `redirector crd` prints by default.
 fn schema() -> Value {
-    crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"].clone()
+    schema_of(SchemaVersion::Newest)
+}
+
+fn schema_of(version: SchemaVersion) -> Value {
+    crd(version)["spec"]["versions"][0]["schema"]["openAPIV3Schema"].clone()
 }
 
 /// Constraint keys in the order the summary lines list them, with their short names.
-const ATTRIBUTES: [(&str, &str); 12] = [
+const ATTRIBUTES: [(&str, &str); 15] = [
     ("enum", "enum"),
     ("required", "required"),
     ("format", "format"),
@@ -27,9 +34,15 @@ const ATTRIBUTES: [(&str, &str); 12] = [
     ("minLength", "minLength"),
     ("maxLength", "maxLength"),
     ("maxItems", "maxItems"),
+    ("minProperties", "minProperties"),
+    ("maxProperties", "maxProperties"),
     ("x-kubernetes-list-type", "listType"),
     ("x-kubernetes-list-map-keys", "listMapKeys"),
     ("pattern", "pattern"),
+    (
+        "x-kubernetes-preserve-unknown-fields",
+        "preserveUnknownFields",
+    ),
 ];
 
 /// One line per schema node and per CEL rule, in the format of [`expected::UPSTREAM`].
@@ -51,6 +64,7 @@ fn summarize(node: &Value, path: &str, out: &mut BTreeSet<String>) {
         "description",
         "properties",
         "items",
+        "additionalProperties",
         "x-kubernetes-validations",
     ];
     for key in node.as_object().into_iter().flatten().map(|(k, _)| k) {
@@ -80,6 +94,9 @@ fn summarize(node: &Value, path: &str, out: &mut BTreeSet<String>) {
     if let Some(items) = node.get("items") {
         summarize(items, &format!("{path}[]"), out);
     }
+    if let Some(values) = node.get("additionalProperties") {
+        summarize(values, &format!("{path}{{}}"), out);
+    }
 }
 
 fn join(values: &[Value], separator: &str, sorted: bool) -> String {
@@ -92,9 +109,18 @@ fn join(values: &[Value], separator: &str, sorted: bool) -> String {
 
 #[test]
 fn schema_structure_matches_upstream() {
+    for (version, expected) in [
+        (SchemaVersion::Newest, expected::NEWEST),
+        (SchemaVersion::V1_6, expected::V1_6),
+    ] {
+        structure_matches(version, expected);
+    }
+}
+
+fn structure_matches(version: SchemaVersion, expected: &str) {
     let mut ours = BTreeSet::new();
-    summarize(&schema(), "(root)", &mut ours);
-    let upstream: BTreeSet<String> = expected::UPSTREAM
+    summarize(&schema_of(version), "(root)", &mut ours);
+    let upstream: BTreeSet<String> = expected
         .lines()
         .filter(|l| !l.is_empty() && !l.starts_with('#'))
         .map(str::to_owned)
@@ -103,7 +129,7 @@ fn schema_structure_matches_upstream() {
     let extra: Vec<_> = ours.difference(&upstream).collect();
     assert!(
         missing.is_empty() && extra.is_empty(),
-        "schema differs from upstream\nmissing:\n  {}\nunexpected:\n  {}",
+        "{version:?} schema differs from upstream\nmissing:\n  {}\nunexpected:\n  {}",
         missing
             .iter()
             .map(|s| s.as_str())
@@ -130,14 +156,22 @@ fn every_node_has_a_description_except_metadata() {
             walk(items, &format!("{path}[]"), missing);
         }
     }
-    let mut missing = Vec::new();
-    walk(&schema(), "(root)", &mut missing);
-    assert!(missing.is_empty(), "{missing:?}");
+    for version in SCHEMAS {
+        let mut missing = Vec::new();
+        walk(&schema_of(version), "(root)", &mut missing);
+        assert!(missing.is_empty(), "{version:?}: {missing:?}");
+    }
 }
 
 #[test]
 fn envelope_matches_upstream() {
-    let crd = crd();
+    for version in SCHEMAS {
+        envelope_of(version);
+    }
+}
+
+fn envelope_of(version: SchemaVersion) {
+    let crd = crd(version);
     assert_eq!(format!("{GROUP}/{VERSION}"), model::API_VERSION);
     assert_eq!(crd["apiVersion"], "apiextensions.k8s.io/v1");
     assert_eq!(crd["kind"], "CustomResourceDefinition");
@@ -146,9 +180,13 @@ fn envelope_matches_upstream() {
         "xbackends.gateway.networking.x-k8s.io"
     );
     let annotations = &crd["metadata"]["annotations"];
+    let bundle = match version {
+        SchemaVersion::Newest => "v0.0.0-dev",
+        SchemaVersion::V1_6 => "v1.6.1",
+    };
     assert_eq!(
         annotations["gateway.networking.k8s.io/bundle-version"],
-        "v1.6.1"
+        bundle
     );
     assert_eq!(
         annotations["gateway.networking.k8s.io/channel"],
@@ -184,16 +222,23 @@ fn envelope_matches_upstream() {
 
 #[test]
 fn yaml_output_parses_back_to_the_same_definition() {
-    let yaml = crd_yaml();
+    for version in SCHEMAS {
+        yaml_of(version);
+    }
+}
+
+fn yaml_of(version: SchemaVersion) {
+    let (list, _) = entry_names(version);
+    let yaml = crd_yaml(version);
     let parsed: Value = serde_yaml_ng::from_str(&yaml).expect("CRD YAML parses");
-    assert_eq!(parsed, crd());
+    assert_eq!(parsed, crd(version));
     assert!(
         yaml.starts_with("apiVersion: apiextensions.k8s.io/v1\n"),
         "{yaml}"
     );
     // YAML 1.1 readers take a bare True as a boolean; the enum must stay strings.
     let conditions = &parsed["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]
-        ["properties"]["parents"]["items"]["properties"]["conditions"];
+        ["properties"][list]["items"]["properties"]["conditions"];
     assert_eq!(
         conditions["items"]["properties"]["status"]["enum"],
         json!(["True", "False", "Unknown"])
@@ -230,9 +275,17 @@ fn shipped_examples_pass_the_schema_and_the_validator() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/examples");
     let documents = xbackend_documents(&dir);
     assert!(documents.len() >= 3, "examples found: {}", documents.len());
-    let schema = schema();
     for (name, value) in &documents {
-        assert_eq!(check(&schema, value), Vec::<String>::new(), "{name}");
+        // Each example against the CRD of the shape it is written in.
+        let version = match value["spec"]["port"].get("port") {
+            Some(_) => SchemaVersion::V1_6,
+            None => SchemaVersion::Newest,
+        };
+        assert_eq!(
+            check(&schema_of(version), value),
+            Vec::<String>::new(),
+            "{name}"
+        );
         let object: XBackend = serde_json::from_value(value.clone()).expect(name);
         assert!(backend::validate(&object).is_ok(), "{name}");
     }
@@ -241,8 +294,14 @@ fn shipped_examples_pass_the_schema_and_the_validator() {
     assert_eq!(catalog.backends.len(), documents.len());
 }
 
-/// A ClientAndServer Backend using every spec field, with a status a controller wrote.
-fn full_object() -> Value {
+/// A ClientAndServer Backend using every spec field (of ExternalHostname), with a
+/// status a controller wrote, in the shape of `version`.
+fn full_object_of(version: SchemaVersion) -> Value {
+    let (list, reference) = entry_names(version);
+    let port = match version {
+        SchemaVersion::Newest => json!({"number": 443}),
+        SchemaVersion::V1_6 => json!({"name": "https", "port": 443}),
+    };
     json!({
         "apiVersion": "gateway.networking.x-k8s.io/v1alpha1",
         "kind": "XBackend",
@@ -250,7 +309,7 @@ fn full_object() -> Value {
         "spec": {
             "type": "ExternalHostname",
             "externalHostname": {"hostname": "api.example.com"},
-            "port": {"name": "https", "port": 443},
+            "port": port,
             "protocol": "HTTP2",
             "tls": {
                 "mode": "ClientAndServer",
@@ -265,9 +324,9 @@ fn full_object() -> Value {
                 },
             },
         },
-        "status": {"parents": [{
+        "status": {(list): [{
             "controllerName": "example.net/redirector",
-            "parentRef": {"name": "egress", "namespace": "demo", "port": 443},
+            (reference): {"name": "egress", "namespace": "demo", "port": 443},
             "conditions": [{
                 "type": "Accepted", "status": "True", "reason": "Accepted", "message": "",
                 "observedGeneration": 1, "lastTransitionTime": "2026-01-01T00:00:00Z",
@@ -276,15 +335,40 @@ fn full_object() -> Value {
     })
 }
 
+fn full_object() -> Value {
+    full_object_of(SchemaVersion::Newest)
+}
+
 #[test]
 fn a_full_object_passes_the_schema_and_the_validator() {
-    let value = full_object();
-    assert_eq!(check(&schema(), &value), Vec::<String>::new());
-    let object: XBackend = serde_json::from_value(value).expect("parses");
+    for version in SCHEMAS {
+        let value = full_object_of(version);
+        assert_eq!(check(&schema_of(version), &value), Vec::<String>::new());
+        let object: XBackend = serde_json::from_value(value).expect("parses");
+        let validated = backend::validate(&object);
+        assert!(validated.is_ok(), "{version:?}: {validated:?}");
+    }
+}
+
+/// An object of one shape does not fit the other shape's CRD (so the agent must not
+/// assume every cluster has the newest).
+#[test]
+fn each_shape_fits_only_its_own_crd() {
+    let newest = check(
+        &schema_of(SchemaVersion::V1_6),
+        &full_object_of(SchemaVersion::Newest),
+    );
     assert!(
-        backend::validate(&object).is_ok(),
-        "{:?}",
-        backend::validate(&object)
+        newest.iter().any(|e| e.starts_with("spec.port.number")),
+        "{newest:?}"
+    );
+    let v16 = check(
+        &schema_of(SchemaVersion::Newest),
+        &full_object_of(SchemaVersion::V1_6),
+    );
+    assert!(
+        v16.iter().any(|e| e.starts_with("spec.port.port")),
+        "{v16:?}"
     );
 }
 
@@ -294,13 +378,12 @@ fn a_full_object_passes_the_schema_and_the_validator() {
 fn schema_and_validator_reject_the_same_shapes() {
     let ca_ref = json!({"group": "", "kind": "ConfigMap", "name": "ca"});
     let cases: Vec<(&str, &str, Value)> = vec![
-        ("minimum", "spec.port.port", json!(0)),
-        ("maximum", "spec.port.port", json!(65_536)),
-        ("type", "spec.port.port", json!("443")),
+        ("minimum", "spec.port.number", json!(0)),
+        ("maximum", "spec.port.number", json!(65_536)),
+        ("type", "spec.port.number", json!("443")),
         ("enum", "spec.protocol", json!("TLS")),
         ("enum", "spec.tls.mode", json!("Strict")),
-        ("enum", "spec.type", json!("EndpointSelector")),
-        ("maxLength", "spec.port.name", json!("p".repeat(64))),
+        ("enum", "spec.type", json!("Service")),
         ("minLength", "spec.externalHostname.hostname", json!("")),
         (
             "maxLength",
