@@ -1,13 +1,14 @@
-//! XBackend status: one entry of `status.parents` per XBackend for this controller,
-//! written by exactly one agent of the cluster (the holder of the Lease, `lease.rs`).
+//! XBackend status: one entry of `status.ancestors` (or, on a Gateway API v1.6 CRD,
+//! `status.parents`) per XBackend for this controller, written by exactly one agent of
+//! the cluster (the holder of the Lease, `lease.rs`).
 //!
-//! What is written, per XBackend:
+//! What is written, per XBackend (on a v1.6 CRD: `parents` and `parentRef`):
 //!
 //! ```yaml
 //! status:
-//!   parents:
+//!   ancestors:
 //!     - controllerName: redirector.dev/node-agent
-//!       parentRef: {group: "", kind: Namespace, name: <the XBackend's namespace>}
+//!       ancestorRef: {group: "", kind: Namespace, name: <the XBackend's namespace>}
 //!       conditions:
 //!         - type: Accepted       # False/Invalid: the validation problems (field: message)
 //!           status: "True"
@@ -32,6 +33,11 @@
 //! agent leads (a hand-over rewrites nothing), and it needs no knowledge of how the
 //! agents were deployed (DaemonSet name...). With `--backend-scope cluster` the Backend
 //! applies to every namespace; the parent stays the declaring namespace.
+//!
+//! **The installed CRD decides the shape** (`installed`): the agent watches the XBackend
+//! CRD, writes in the shape its `status` schema has, logs which it found, and writes
+//! nothing while there is none. When the shape changes, every status is written again.
+//! `EndpointSelector` XBackends get no status (the catalog gives them no generation).
 //!
 //! **Other controllers' entries are kept.** `status.parents` is an atomic list in the
 //! CRD: a server-side apply replaces it whole. So each write reads the object, keeps
@@ -63,7 +69,8 @@ use super::{
     lease::{self, LeaseConfig, is_conflict},
     xbackends,
 };
-use crate::backend::{ObjectKey, constraints, model};
+use crate::backend::{ObjectKey, constraints, constraints::SchemaVersion, model};
+use crate::crd::entry_names;
 
 /// `status.parents[].controllerName` of this controller (`domain/path`, as the CRD's
 /// pattern [`constraints::CONTROLLER_NAME`] requires).
@@ -118,29 +125,50 @@ impl StatusWriter {
             let election_stop = CancellationToken::new();
             let (mut leading, election) =
                 lease::spawn(client.clone(), lease, election_stop.clone());
-            write_while_leading(client, &mut leading, &mut updates, &shutdown).await;
+            let mut installed = installed::spawn(client.clone(), election_stop.clone());
+            let mut channels = Channels {
+                leading: &mut leading,
+                updates: &mut updates,
+                installed: &mut installed,
+            };
+            write_while_leading(client, &mut channels, &shutdown).await;
             election_stop.cancel();
             let _ = election.await;
         })
     }
 }
 
+/// What the writer waits on.
+struct Channels<'a> {
+    leading: &'a mut watch::Receiver<bool>,
+    updates: &'a mut watch::Receiver<Vec<ObjectStatus>>,
+    installed: &'a mut watch::Receiver<InstalledCrd>,
+}
+
 async fn write_while_leading(
     client: Client,
-    leading: &mut watch::Receiver<bool>,
-    updates: &mut watch::Receiver<Vec<ObjectStatus>>,
+    channels: &mut Channels<'_>,
     shutdown: &CancellationToken,
 ) {
     loop {
-        while !*leading.borrow_and_update() {
+        // Leading, and a CRD whose shape is known.
+        let schema = loop {
+            let schema = channels.installed.borrow_and_update().schema();
+            match schema {
+                Some(schema) if *channels.leading.borrow_and_update() => break schema,
+                _ => {}
+            }
             tokio::select! {
                 () = shutdown.cancelled() => return,
-                changed = leading.changed() => if changed.is_err() { return },
+                changed = channels.leading.changed() => if changed.is_err() { return },
+                changed = channels.installed.changed() => if changed.is_err() { return },
             }
-        }
-        let mut writer = Writer::new(client.clone());
+        };
+        let mut writer = Writer::new(client.clone(), schema);
         let mut synced: Option<Instant> = None;
-        while *leading.borrow() {
+        let same_shape =
+            |installed: &watch::Receiver<InstalledCrd>| installed.borrow().schema() == Some(schema);
+        while *channels.leading.borrow() && same_shape(channels.installed) {
             let resync = synced.is_none_or(|at| at.elapsed() >= RESYNC);
             let wrote = tokio::select! {
                 () = shutdown.cancelled() => return,
@@ -149,8 +177,8 @@ async fn write_while_leading(
                         writer.sync().await?;
                         synced = Some(Instant::now());
                     }
-                    let desired = updates.borrow_and_update().clone();
-                    writer.write_all(&desired, leading).await
+                    let desired = channels.updates.borrow_and_update().clone();
+                    writer.write_all(&desired, channels.leading).await
                 } => done,
             };
             let retry_at = match wrote {
@@ -164,27 +192,32 @@ async fn write_while_leading(
             let wake = retry_at.map_or(next_resync, |at| at.min(next_resync));
             tokio::select! {
                 () = shutdown.cancelled() => return,
-                changed = leading.changed() => if changed.is_err() { return },
-                changed = updates.changed() => if changed.is_err() { return },
+                changed = channels.leading.changed() => if changed.is_err() { return },
+                changed = channels.updates.changed() => if changed.is_err() { return },
+                changed = channels.installed.changed() => if changed.is_err() { return },
                 () = tokio::time::sleep_until(wake) => {}
             }
         }
-        tracing::info!("no longer the status writer: stopped writing XBackend status");
+        if !*channels.leading.borrow() {
+            tracing::info!("no longer the status writer: stopped writing XBackend status");
+        }
     }
 }
 
-/// The writes of one term as leader.
+/// The writes of one term as leader, in one shape of the CRD.
 struct Writer {
     client: Client,
+    schema: SchemaVersion,
     /// This controller's entry as the server holds it, per object (what was last
     /// written or read).
     known: BTreeMap<ObjectKey, ParentStatus>,
 }
 
 impl Writer {
-    fn new(client: Client) -> Self {
+    fn new(client: Client, schema: SchemaVersion) -> Self {
         Self {
             client,
+            schema,
             known: BTreeMap::new(),
         }
     }
@@ -206,7 +239,7 @@ impl Writer {
             }
             let page = timed(api.list(&params)).await?;
             for object in &page.items {
-                if let (Some(ours), _) = split_parents(object) {
+                if let (Some(ours), _) = split_parents(object, self.schema) {
                     known.insert(xbackends::key(object), ours);
                 }
             }
@@ -265,7 +298,7 @@ impl Writer {
                 self.known.remove(key);
                 return Ok(());
             };
-            let (ours, mut parents) = split_parents(&current);
+            let (ours, mut parents) = split_parents(&current, self.schema);
             let entry = render(status, ours.as_ref(), &now());
             if ours.as_ref() == Some(&entry) {
                 self.known.insert(key.clone(), entry);
@@ -274,10 +307,11 @@ impl Writer {
             if !*leading.borrow() {
                 return Ok(());
             }
-            parents.push(serde_json::to_value(&entry).map_err(|e| e.to_string())?);
+            let (list, _) = entry_names(self.schema);
+            parents.push(entry_json(&entry, self.schema).map_err(|e| e.to_string())?);
             if parents.len() > constraints::MAX_PARENTS {
                 return Err(format!(
-                    "status.parents already holds {} entries of other controllers",
+                    "status.{list} already holds {} entries of other controllers",
                     parents.len() - 1
                 ));
             }
@@ -289,7 +323,7 @@ impl Writer {
                     "namespace": key.namespace,
                     "resourceVersion": current.metadata.resource_version,
                 },
-                "status": {"parents": parents},
+                "status": {(list): parents},
             });
             let params = PatchParams::apply(FIELD_MANAGER).force();
             match timed_raw(api.patch_status(&key.name, &params, &Patch::Apply(&body))).await {
@@ -348,8 +382,10 @@ async fn timed_raw<T>(
     }
 }
 
+mod installed;
 mod render;
 
+use installed::InstalledCrd;
 use render::*;
 pub use render::{ObjectStatus, object_statuses};
 

@@ -291,6 +291,8 @@ const REVIEWED: &[&str] = &[
     "cluster gateway.networking.x-k8s.io/xbackends list",
     "cluster gateway.networking.x-k8s.io/xbackends watch",
     "cluster gateway.networking.x-k8s.io/xbackends/status patch",
+    "cluster apiextensions.k8s.io/customresourcedefinitions[xbackends.gateway.networking.x-k8s.io] list",
+    "cluster apiextensions.k8s.io/customresourcedefinitions[xbackends.gateway.networking.x-k8s.io] watch",
     "cluster /pods list",
     "cluster /pods watch",
     "cluster /configmaps list",
