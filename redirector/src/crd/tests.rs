@@ -1,6 +1,7 @@
 //! The CRD against upstream's structure, its envelope, its YAML, and the shipped examples
 //! against both the CRD's structural constraints and the validator.
 
+mod cel;
 mod expected;
 
 use std::collections::BTreeSet;

@@ -8,7 +8,7 @@ mod rules;
 mod shapes;
 mod spec_cases;
 mod tls_cases;
-mod upstream_cases;
+pub(crate) mod upstream_cases;
 
 use super::*;
 use crate::backend::constraints::SchemaVersion;
@@ -21,7 +21,7 @@ const SYSTEM: &str = "wellKnownCACertificates: System";
 const CA_REF: &str = "caCertificateRefs: [{group: '', kind: ConfigMap, name: ca}]";
 
 /// `(rule id, case name, metadata, spec, None if valid else the one field reported)`.
-type Case = (
+pub(crate) type Case = (
     &'static str,
     &'static str,
     &'static str,
@@ -31,7 +31,7 @@ type Case = (
 
 /// An XBackend document in YAML flow style, so that a case fits on one line. A `spec`
 /// of `-` leaves the spec out.
-fn document(meta: &str, spec: &str) -> String {
+pub(crate) fn document(meta: &str, spec: &str) -> String {
     let spec = match spec {
         "-" => String::new(),
         spec => format!(", spec: {{{spec}}}"),

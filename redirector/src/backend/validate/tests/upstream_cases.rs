@@ -12,7 +12,7 @@ const MODES: [&str; 3] = ["-", "mode: None", "mode: ServerOnly"];
 
 /// An ExternalHostname spec on port 8080 with `protocol` and `tls` (see [`MODES`]),
 /// in the newest shape or (`v16`) the v1.6 one.
-pub fn spec(protocol: &str, tls: &str, v16: bool) -> String {
+pub(crate) fn spec(protocol: &str, tls: &str, v16: bool) -> String {
     let port = if v16 { "port: 8080" } else { "number: 8080" };
     let tls = match tls {
         "-" => String::new(),
@@ -41,7 +41,7 @@ const V1_6: [(&str, &str, [bool; 3]); 3] = [
 
 /// One row per upstream case.
 #[rustfmt::skip]
-pub fn cases() -> Vec<Case> {
+pub(crate) fn cases() -> Vec<Case> {
     let selector = "type: EndpointSelector, endpointSelector: {matchLabels: {app: foo}}, port: {number: 80}";
     let external = format!("type: ExternalHostname, {HOST}, port: {{number: 80}}");
     let mut cases: Vec<Case> = vec![
