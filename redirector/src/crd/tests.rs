@@ -295,6 +295,28 @@ fn shipped_examples_pass_the_schema_and_the_validator() {
     assert_eq!(catalog.backends.len(), documents.len());
 }
 
+/// A v1.6-shaped object fits the v1.6 CRD, not the newest, and the agent reads it with
+/// one deprecation note.
+#[test]
+fn a_v1_6_object_fits_the_v1_6_crd_and_loads_with_a_note() {
+    let value: Value =
+        serde_yaml_ng::from_str(include_str!("tests/v1.6-backend.yaml")).expect("YAML");
+    assert_eq!(
+        check(&schema_of(SchemaVersion::V1_6), &value),
+        Vec::<String>::new()
+    );
+    let newest = check(&schema(), &value);
+    assert!(
+        newest.iter().any(|e| e.starts_with("spec.port.port")),
+        "{newest:?}"
+    );
+    let object: XBackend = serde_json::from_value(value).expect("parses");
+    let validated = backend::validate(&object).expect("valid");
+    assert_eq!(validated.schema, SchemaVersion::V1_6);
+    assert_eq!(validated.backend.map(|b| b.port), Some(8443));
+    assert_eq!(validated.notices.len(), 1, "{:?}", validated.notices);
+}
+
 /// A ClientAndServer Backend using every spec field (of ExternalHostname), with a
 /// status a controller wrote, in the shape of `version`.
 fn full_object_of(version: SchemaVersion) -> Value {
