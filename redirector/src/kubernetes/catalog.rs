@@ -194,7 +194,11 @@ impl State {
                     catalog.backends.push(backend);
                 }
                 Err(problems) => {
-                    catalog.generations.insert(key.clone(), generation);
+                    // Even invalid, an EndpointSelector XBackend is other controllers'
+                    // to judge in status; its problems are still logged.
+                    if !xbackends::is_endpoint_selector(object) {
+                        catalog.generations.insert(key.clone(), generation);
+                    }
                     catalog.problems.extend(problems);
                 }
             }

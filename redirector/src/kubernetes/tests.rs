@@ -174,3 +174,26 @@ fn config_map_and_secret_payloads_are_read_as_from_a_directory() {
     let expected = BTreeMap::from([("tls.key".to_owned(), vec![1, 2, 3])]);
     assert_eq!(refs::secret_data(&secret), expected);
 }
+
+#[test]
+fn an_endpoint_selector_object_loads_with_no_backend_and_a_note() {
+    let yaml = "apiVersion: gateway.networking.x-k8s.io/v1alpha1\nkind: XBackend\n\
+                metadata: {name: db, namespace: demo}\n\
+                spec: {type: EndpointSelector, endpointSelector: {matchLabels: {app: db}}, \
+                port: {number: 5432}}\n";
+    let object = from_server(yaml);
+    assert!(xbackends::is_endpoint_selector(&object));
+    let loaded = xbackends::load(&object).expect("valid");
+    assert_eq!(loaded.backend, None);
+    let notes: Vec<String> = loaded.notices.iter().map(ToString::to_string).collect();
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    assert!(
+        notes[0].starts_with("k8s://demo/db: XBackend demo/db: spec.type: EndpointSelector"),
+        "{notes:?}"
+    );
+    // Invalid, it is still recognised as one (no status is written for it).
+    let invalid = from_server(&yaml.replace("{app: db}", "{}"));
+    assert!(xbackends::is_endpoint_selector(&invalid));
+    assert!(xbackends::load(&invalid).is_err());
+    assert!(!xbackends::is_endpoint_selector(&from_server(VALID)));
+}

@@ -43,6 +43,12 @@ pub(super) fn key(object: &DynamicObject) -> ObjectKey {
     )
 }
 
+/// Whether the object says `spec.type: EndpointSelector` (whatever else is wrong with it).
+pub(super) fn is_endpoint_selector(object: &DynamicObject) -> bool {
+    let type_ = serde_json::from_value::<model::BackendType>(object.data["spec"]["type"].clone());
+    type_.is_ok_and(|t| t == model::BackendType::EndpointSelector)
+}
+
 /// Fuzzing: untrusted JSON as the API server could send it, parsed and validated.
 pub(crate) fn fuzz(json: &[u8]) -> bool {
     serde_json::from_slice::<DynamicObject>(json).is_ok_and(|object| load(&object).is_ok())
