@@ -14,6 +14,9 @@ pub(crate) mod directory;
 pub mod model;
 mod policies;
 mod validate;
+/// Upstream's CEL cases, for the CRD's tests.
+#[cfg(test)]
+pub(crate) use validate::tests::{document, upstream_cases};
 
 // The public surface of the module, re-exported whole even where no caller uses an
 // item yet (the Kubernetes source and TLS proxy arrive later), so the lint is off here.
@@ -33,6 +36,6 @@ pub use policies::{attach_policies, policy_problems, unresolved_refs};
     reason = "public surface; consumers arrive incrementally"
 )]
 pub use validate::{
-    Backend, BackendTls, CaSource, ObjectKey, ObjectRef, Protocol, RefKind, SubjectAltName,
-    TlsMode, ValidationError, validate,
+    Backend, BackendTls, CaSource, Notice, ObjectKey, ObjectRef, Protocol, RefKind, SubjectAltName,
+    TlsMode, Validated, ValidationError, validate,
 };

@@ -17,6 +17,11 @@ pub fn check(dirs: &[PathBuf]) -> ExitCode {
         .collect();
     let attachment = backend::attach_policies(&catalog, &backends);
     let rejected = backend::policy_problems(&catalog, &attachment);
+    // Notes first: they explain objects that are accepted (a deprecated v1.6 shape, an
+    // EndpointSelector Backend left to other controllers) and fail nothing.
+    for notice in &catalog.notices {
+        println!("note: {notice}");
+    }
     for problem in catalog.problems.iter().chain(&rejected) {
         println!("{problem}");
     }

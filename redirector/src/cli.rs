@@ -7,8 +7,10 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::proxy::KernelTlsMode;
 
+mod crd;
 mod egress;
 
+pub use crd::{CrdArgs, GatewayApi};
 pub use egress::EgressArgs;
 
 /// Transparent egress redirector: sends connects to declared external services
@@ -55,6 +57,11 @@ pub enum Command {
     Status(StatusArgs),
     /// Print the XBackend and BackendPolicy CustomResourceDefinitions
     /// (`redirector crd | kubectl apply -f -`).
+    ///
+    /// XBackend in upstream's newest schema by default; `--gateway-api v1.6` for Gateway
+    /// API v1.6.1. Install them once per cluster, apart from the agent (deploy/crd/), and
+    /// the XBackend CRD only where no newer one is installed: another implementation may
+    /// own it (`--backend-policy` prints the BackendPolicy CRD alone).
     Crd(CrdArgs),
     /// Detach the programs and remove every pin under --bpffs.
     ///
@@ -323,15 +330,6 @@ pub struct CheckArgs {
     /// Directories of Backend YAML to validate.
     #[arg(value_name = "DIR", required = true)]
     pub dirs: Vec<PathBuf>,
-}
-
-#[derive(Debug, Args)]
-pub struct CrdArgs {
-    /// Print only the BackendPolicy CRD (policy.redirector.dev/v1alpha1), for clusters
-    /// whose XBackend CRD comes from the Gateway API experimental channel. Without it,
-    /// both CRDs are printed: XBackend, then BackendPolicy.
-    #[arg(long)]
-    pub backend_policy: bool,
 }
 
 #[derive(Debug, Args)]

@@ -2,13 +2,15 @@
 //! Gateway API experimental CRDs can be prepared with `redirector crd | kubectl apply -f -`.
 //!
 //! The definition is equivalent to upstream's
-//! `config/crd/experimental/gateway.networking.x-k8s.io_xbackends.yaml` of Gateway API
-//! v1.6.1: the same names, scope, version, subresource and printer column, and a schema
+//! `config/crd/experimental/gateway.networking.x-k8s.io_xbackends.yaml`, in the newest
+//! shape (Gateway API main, the default) or v1.6.1's (`redirector crd --gateway-api
+//! v1.6`): the same names, scope, version, subresource and printer column, and a schema
 //! with the same properties, types, enums, required lists, limits, patterns, defaults,
 //! list types and CEL rules. It is built here from typed parts rather than copied:
-//! descriptions and CEL messages are this project's own, and the limits and rules are
-//! the constants in [`crate::backend::constraints`] that the validator implements.
-//! `crd/tests` compares its structure with an expectation rewritten from upstream.
+//! descriptions are this project's own, CEL messages of `spec` are upstream's, and the
+//! limits and rules are the constants in [`crate::backend::constraints`] that the
+//! validator implements. `crd/tests` compares its structure with expectations rewritten
+//! from upstream, one per shape.
 
 mod builder;
 mod policy;
@@ -21,22 +23,26 @@ mod tests;
 
 use serde_json::{Value, json};
 
+use crate::backend::constraints::SchemaVersion;
 use builder::Schema;
+pub use status::entry_names;
 
 /// API group of XBackend.
 pub const GROUP: &str = "gateway.networking.x-k8s.io";
 /// The only version defined (and served and stored).
 pub const VERSION: &str = "v1alpha1";
-/// The Gateway API release whose XBackend schema this CRD reproduces, published as the
-/// `gateway.networking.k8s.io/bundle-version` annotation that implementations read.
-pub const BUNDLE_VERSION: &str = "v1.6.1";
+/// The CRD's name, `xbackends.gateway.networking.x-k8s.io`.
+pub const NAME: &str = "xbackends.gateway.networking.x-k8s.io";
+/// The annotation that says which Gateway API release the schema is from
+/// ([`SchemaVersion::bundle_version`]).
+pub const BUNDLE_VERSION_ANNOTATION: &str = "gateway.networking.k8s.io/bundle-version";
 /// Release channel, published as the `gateway.networking.k8s.io/channel` annotation.
 pub const CHANNEL: &str = "experimental";
 
 /// The CustomResourceDefinition as YAML, ready for `kubectl apply -f -`.
-pub fn crd_yaml() -> String {
+pub fn crd_yaml(schema: SchemaVersion) -> String {
     // Serialising a `serde_json::Value` cannot fail: every key is a string.
-    serde_yaml_ng::to_string(&crd()).unwrap_or_else(|e| unreachable!("CRD to YAML: {e}"))
+    serde_yaml_ng::to_string(&crd(schema)).unwrap_or_else(|e| unreachable!("CRD to YAML: {e}"))
 }
 
 /// The BackendPolicy CustomResourceDefinition as YAML.
@@ -45,16 +51,16 @@ pub fn policy_crd_yaml() -> String {
 }
 
 /// The CustomResourceDefinition (`apiextensions.k8s.io/v1`) as a JSON value.
-pub fn crd() -> Value {
+pub fn crd(schema: SchemaVersion) -> Value {
     json!({
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
         "metadata": {
-            "name": format!("xbackends.{GROUP}"),
+            "name": NAME,
             "annotations": {
                 // Upstream's API review for the x-k8s.io group; kept for equivalence.
                 "api-approved.kubernetes.io": "https://github.com/kubernetes-sigs/gateway-api/pull/4530",
-                "gateway.networking.k8s.io/bundle-version": BUNDLE_VERSION,
+                (BUNDLE_VERSION_ANNOTATION): schema.bundle_version(),
                 "gateway.networking.k8s.io/channel": CHANNEL,
             },
         },
@@ -69,7 +75,7 @@ pub fn crd() -> Value {
                 "categories": ["gateway-api"],
             },
             "scope": "Namespaced",
-            "versions": [served_version(VERSION, root())],
+            "versions": [served_version(VERSION, root(schema))],
         },
     })
 }
@@ -90,7 +96,7 @@ fn served_version(name: &str, schema: Schema) -> Value {
 }
 
 /// The whole object: the standard envelope around `spec` and `status`.
-fn root() -> Schema {
+fn root(schema: SchemaVersion) -> Schema {
     Schema::object(
         "XBackend declares a destination outside the cluster (an external hostname and \
          port) and how to connect to it, including TLS.",
@@ -104,8 +110,8 @@ fn root() -> Schema {
                 Schema::string("REST resource this object represents, in CamelCase."),
             ),
             ("metadata", Schema::object("", [])),
-            ("spec", spec::spec()),
-            ("status", status::status()),
+            ("spec", spec::spec(schema)),
+            ("status", status::status(schema)),
         ],
     )
     .required(&["spec"])

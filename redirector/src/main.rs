@@ -27,9 +27,14 @@ fn main() -> ExitCode {
             print!("{}", crd::policy_crd_yaml());
             return ExitCode::SUCCESS;
         }
-        Command::Crd(_) => {
+        Command::Crd(args) => {
             // Two YAML documents: `kubectl apply -f -` installs both.
-            print!("{}---\n{}", crd::crd_yaml(), crd::policy_crd_yaml());
+            let xbackend = crd::crd_yaml(args.gateway_api.into());
+            print!(
+                "{xbackend}---
+{}",
+                crd::policy_crd_yaml()
+            );
             return ExitCode::SUCCESS;
         }
         Command::Uninstall(args) => run::uninstall(&args.bpffs.bpffs),

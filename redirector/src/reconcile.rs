@@ -13,7 +13,7 @@ mod rows;
 mod statuses;
 
 use std::{
-    collections::{BTreeMap, BTreeSet, HashMap},
+    collections::{BTreeMap, BTreeSet, HashMap, HashSet},
     sync::Arc,
 };
 
@@ -30,7 +30,7 @@ use tokio::{sync::mpsc, task::JoinSet, time::Instant};
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    backend::{Backend, Catalog, ObjectKey},
+    backend::{Backend, Catalog, ObjectKey, Problem},
     datapath::{BackendMap, SyncStats},
     kubernetes::status::{ObjectStatus, PolicyStatus},
     proxy::Shared,
@@ -164,6 +164,11 @@ impl Reconciler {
             .iter()
             .map(|b| (b.key.clone(), b.clone()))
             .collect();
+        // Once per object: a notice repeats on every load while the object is unchanged.
+        let noticed: HashSet<&Problem> = self.catalog.notices.iter().collect();
+        for notice in (catalog.notices.iter()).filter(|n| !noticed.contains(n)) {
+            tracing::info!("note: {notice}");
+        }
         for problem in &catalog.problems {
             tracing::warn!("skipped: {problem}");
             // An object that is now broken, or every Backend of a file that no longer

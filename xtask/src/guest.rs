@@ -76,8 +76,11 @@ impl GuestKernel {
         let kernel = self.root.join(format!("boot/vmlinuz-{}", self.release));
         let mut qemu = Command::new("qemu-system-x86_64");
         // Software emulation: nested KVM on the machines this was written on cannot run
-        // this kernel (emulation failures), and the guest's work is small.
-        qemu.args(["-accel", "tcg", "-cpu", "max", "-m", "1024", "-smp", "2"])
+        // this kernel (emulation failures), and the guest's work is small. 2 GiB: the
+        // initramfs holds the unit-test binary (about 340 MiB with debug info, and
+        // growing), and the kernel unpacks it into RAM beside the archive itself; with
+        // 1 GiB unpacking failed ("Initramfs unpacking failed: write error").
+        qemu.args(["-accel", "tcg", "-cpu", "max", "-m", "2048", "-smp", "2"])
             .args(["-nographic", "-no-reboot", "-nic", "none", "-kernel"])
             .arg(&kernel)
             .arg("-initrd")

@@ -21,7 +21,7 @@ fn a_broken_object_is_named_and_the_good_ones_still_load() {
     let stdout = String::from_utf8_lossy(&check.stdout);
     assert_eq!(check.status.code(), Some(1), "{stdout}");
     let problem = stdout.lines().next().unwrap_or_default();
-    for part in ["backends.yaml", "XBackend demo/broken", "spec.port.port"] {
+    for part in ["backends.yaml", "XBackend demo/broken", "spec.port.number"] {
         assert!(problem.contains(part), "{problem:?} should name {part}");
     }
     assert_eq!(stdout.lines().count(), 1, "exactly one problem: {stdout}");
@@ -35,7 +35,7 @@ fn a_broken_object_is_named_and_the_good_ones_still_load() {
     let logs = agent.logs();
     let skipped: Vec<&String> = logs.iter().filter(|l| l.contains("skipped")).collect();
     assert_eq!(skipped.len(), 1, "{logs:#?}");
-    assert!(skipped[0].contains("demo/broken") && skipped[0].contains("spec.port.port"));
+    assert!(skipped[0].contains("demo/broken") && skipped[0].contains("spec.port.number"));
     assert!(bed.via_proxy("echo.redirector.test:8080"));
 }
 
@@ -66,5 +66,64 @@ fn a_tls_backend_never_sends_plaintext_to_a_server_that_does_not_speak_tls() {
     assert!(
         refused.contains("demo/api") && refused.contains("tls_handshake"),
         "{refused}"
+    );
+}
+
+/// Both shapes of XBackend `v1alpha1` load and route the same: upstream's newest
+/// (`port: {number}`) and Gateway API v1.6's (`port: {port}`), the latter with one
+/// deprecation note in `check` and in the agent's log; an `EndpointSelector` Backend is
+/// accepted with a note and redirects nothing.
+#[test]
+fn both_xbackend_shapes_load_and_route_the_same() {
+    let newest = xbackend("demo", "echo", "echo.redirector.test", 8080);
+    let v16 = xbackend("demo", "api", "api.redirector.test", 9090)
+        .replace("port: {number: 9090}", "port: {name: api, port: 9090}");
+    assert!(v16.contains("port: 9090}"), "{v16}");
+    let selector = "apiVersion: gateway.networking.x-k8s.io/v1alpha1\nkind: XBackend\n\
+                    metadata: {name: in-cluster, namespace: demo}\n\
+                    spec: {type: EndpointSelector, endpointSelector: {matchLabels: {app: db}}, \
+                    port: {number: 5432}}\n";
+    let bed = Bed::new(&[newest.as_str(), &v16, selector].join("---\n"));
+    let _other = bed.serve("[::]:9090");
+
+    let check = redirector(&["check", &bed.backends.path().display().to_string()]).expect("check");
+    let stdout = String::from_utf8_lossy(&check.stdout);
+    assert!(check.status.success(), "{stdout}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 3, "two notes and the verdict: {stdout}");
+    assert!(
+        lines[0].starts_with("note: ")
+            && lines[0]
+                .contains("XBackend demo/api: spec.port.port: deprecated Gateway API v1.6 shape")
+            && lines[0].contains("`port: {number: 9090}`"),
+        "{stdout}"
+    );
+    assert!(
+        lines[1].starts_with("note: ")
+            && lines[1].contains("XBackend demo/in-cluster: spec.type: EndpointSelector"),
+        "{stdout}"
+    );
+    assert_eq!(lines[2], "ok: 2 Backends valid");
+
+    let agent = bed.agent();
+    assert!(
+        agent.ready_line.contains("backends=2"),
+        "{}",
+        agent.ready_line
+    );
+    assert!(bed.via_proxy("echo.redirector.test:8080"), "newest shape");
+    assert!(bed.via_proxy("api.redirector.test:9090"), "v1.6 shape");
+    let logs = agent.logs();
+    let notes: Vec<&String> = logs.iter().filter(|l| l.contains("note: ")).collect();
+    assert_eq!(notes.len(), 2, "one note per object: {logs:#?}");
+    assert!(
+        notes
+            .iter()
+            .any(|l| l.contains("demo/api") && l.contains("deprecated"))
+    );
+    assert!(
+        notes
+            .iter()
+            .any(|l| l.contains("demo/in-cluster") && l.contains("EndpointSelector"))
     );
 }

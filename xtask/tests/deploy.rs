@@ -7,7 +7,8 @@
 //!   `deploy/schema.rs`.
 //! - Here: the DaemonSet's arguments are parsed by the real `redirector` command line
 //!   (`deploy/args.rs`) and select the Kubernetes source; its mounts, probes and grace
-//!   period fit its arguments; `crd.yaml` is what `redirector crd` prints.
+//!   period fit its arguments; `crd/crd.yaml` is what `redirector crd` prints, and the
+//!   CRD is installed by its own kustomization (`deploy/crd`), never by the agent's.
 //! - The directory-mode alternative that its comments describe works too:
 //!   `deploy/directory_mode.rs`.
 //! - The RBAC grants exactly a reviewed list (`deploy/rbac.rs`), and, as root against
@@ -85,7 +86,6 @@ fn the_kustomization_renders_and_every_object_matches_its_schema() {
     let names: BTreeSet<String> = objects.iter().map(identity).collect();
     for expected in [
         format!("Namespace /{NAMESPACE}"),
-        "CustomResourceDefinition /xbackends.gateway.networking.x-k8s.io".to_owned(),
         format!("ServiceAccount {NAMESPACE}/{SERVICE_ACCOUNT}"),
         "ClusterRole /redirector-kubernetes-source".to_owned(),
         "ClusterRole /redirector-kubernetes-source-secrets".to_owned(),
@@ -100,13 +100,8 @@ fn the_kustomization_renders_and_every_object_matches_its_schema() {
     assert_eq!(names.len(), objects.len(), "duplicate objects: {names:#?}");
     for object in &objects {
         let namespace = object["metadata"]["namespace"].as_str();
-        let cluster_scoped = [
-            "Namespace",
-            "ClusterRole",
-            "ClusterRoleBinding",
-            "CustomResourceDefinition",
-        ]
-        .contains(&object["kind"].as_str().unwrap_or_default());
+        let cluster_scoped = ["Namespace", "ClusterRole", "ClusterRoleBinding"]
+            .contains(&object["kind"].as_str().unwrap_or_default());
         if !cluster_scoped {
             assert_eq!(namespace, Some(NAMESPACE), "{}", identity(object));
         }
@@ -136,7 +131,7 @@ fn the_uninstall_kustomization_renders_and_its_arguments_parse() {
 
 #[test]
 fn crd_yaml_is_what_redirector_crd_prints() {
-    let path = deploy_dir().join("crd.yaml");
+    let path = deploy_dir().join("crd/crd.yaml");
     let text = std::fs::read_to_string(&path).unwrap();
     let file = render::documents(&text).unwrap();
     let out = redirector(&["crd"]);
@@ -232,9 +227,38 @@ fn the_agent_takes_backends_from_the_api_with_its_own_token_and_roles() {
     assert_ne!(account.automount_service_account_token, Some(false));
     let kustomization = kustomization(&deploy_dir()).unwrap();
     let listed = resources(&kustomization).unwrap();
-    for file in ["crd.yaml", "rbac-kubernetes-source.yaml"] {
-        assert!(listed.contains(&file), "{file} not in {listed:?}");
-    }
+    assert!(
+        listed.contains(&"rbac-kubernetes-source.yaml"),
+        "rbac-kubernetes-source.yaml not in {listed:?}"
+    );
+}
+
+/// The CRD has a kustomization of its own, and the agent's has none: applying the agent
+/// again never replaces an XBackend CRD that someone else installed (a newer one).
+#[test]
+fn the_crd_is_installed_apart_from_the_agent() {
+    let agent_objects = render(&deploy_dir());
+    let crds: Vec<String> = (agent_objects.iter())
+        .filter(|o| o["kind"] == "CustomResourceDefinition")
+        .map(identity)
+        .collect();
+    assert_eq!(crds, Vec::<String>::new(), "deploy/ must install no CRD");
+    let objects = render(&deploy_dir().join("crd"));
+    assert_schema_valid(&objects);
+    let names: Vec<&str> = (objects.iter())
+        .filter(|o| o["kind"] == "CustomResourceDefinition")
+        .filter_map(|o| o["metadata"]["name"].as_str())
+        .collect();
+    assert!(
+        names.contains(&"xbackends.gateway.networking.x-k8s.io"),
+        "deploy/crd installs the XBackend CRD: {names:?}"
+    );
+    assert!(
+        objects
+            .iter()
+            .all(|o| o["kind"] == "CustomResourceDefinition"),
+        "deploy/crd installs CRDs only"
+    );
 }
 
 #[test]

@@ -22,7 +22,7 @@ spec:
   externalHostname:
     hostname: hole.redirector.test
   port:
-    port: 8080
+    number: 8080
   protocol: HTTP
 "#;
 const HOLE_NET: &str = "10.200.3.0/24";

@@ -114,6 +114,13 @@ impl<'a> HttpBackend<'a> {
 
     fn yaml(&self) -> String {
         let mut out = xbackend("demo", self.name, self.host, u32::from(self.port));
+        if self.protocol == "HTTP2" && self.ca.is_none() {
+            // Cleartext HTTP2 is valid only in the Gateway API v1.6 shape (upstream's
+            // newest requires TLS for HTTP2 and calls cleartext h2 H2C); v1.6 objects
+            // keep v1.6's rules, so these Backends are written the v1.6 way.
+            let newest = format!("port: {{number: {}}}", self.port);
+            out = out.replace(&newest, &format!("port: {{port: {}}}", self.port));
+        }
         out.push_str(&format!("  protocol: {}\n", self.protocol));
         if let Some(ca) = self.ca {
             out.push_str(&format!(

@@ -124,7 +124,7 @@ fn backends_added_modified_and_deleted_through_the_api() {
     // Modify: other moves to port 9091.
     t.api.apply(
         "other",
-        &other_backend().replace("port: 9090", "port: 9091"),
+        &other_backend().replace("number: 9090", "number: 9091"),
     );
     t.wait_for_map_update("removed=2");
     assert!(t.via_proxy("other.redirector.test:9091"));
@@ -142,8 +142,10 @@ fn backends_added_modified_and_deleted_through_the_api() {
 #[test]
 fn an_invalid_xbackend_is_a_problem_naming_its_field_and_keeps_its_last_good_version() {
     let mut t = KubeBed::new(ECHO_BACKEND);
-    t.api
-        .apply("initial", &ECHO_BACKEND.replace("port: 8080", "port: 0"));
+    t.api.apply(
+        "initial",
+        &ECHO_BACKEND.replace("number: 8080", "number: 0"),
+    );
     let kept = t
         .agent
         .wait_for_log("keeping the last good version")
@@ -154,14 +156,14 @@ fn an_invalid_xbackend_is_a_problem_naming_its_field_and_keeps_its_last_good_ver
         .collect();
     assert!(
         skipped.iter().any(|l| l
-            .contains("k8s://demo/echo: XBackend demo/echo: spec.port.port: must be 1..=65535")),
+            .contains("k8s://demo/echo: XBackend demo/echo: spec.port.number: must be 1..=65535")),
         "{skipped:#?}"
     );
     assert!(t.via_proxy("echo.redirector.test:8080"));
 
     // A field the model does not know is named too (the CRD would prune it; an old or
     // newer CRD might not).
-    let typo = ECHO_BACKEND.replace("port: 0", "port: 8080").replace(
+    let typo = ECHO_BACKEND.replace("number: 0", "number: 8080").replace(
         "hostname: echo.redirector.test",
         "hostnme: echo.redirector.test",
     );

@@ -9,6 +9,9 @@
 //! listens on 0.0.0.0 in the first, so both reach one API server, as nodes of one cluster
 //! do. Each agent attaches to its own bed's pod cgroup and pins in its own bpffs.
 //!
+//! The fake API server holds the XBackend CRD (`redirector crd`, newest unless a test
+//! says otherwise): the agent writes status in its shape (`shapes.rs`).
+//!
 //! Every step waits for a line (a PATCH, a Lease update, an agent log), never for a
 //! fixed time; "no PATCH" is checked after a later PATCH that must come after it.
 
@@ -18,6 +21,8 @@ mod support;
 mod election;
 #[path = "kubernetes_status/patches.rs"]
 mod patches;
+#[path = "kubernetes_status/shapes.rs"]
+mod shapes;
 #[path = "kubernetes_status/status.rs"]
 mod status;
 

@@ -52,7 +52,7 @@ fn editor_style_replace_and_rename_are_picked_up() {
     let _other_server = bed.serve("[::]:9090");
     let mut agent = bed.agent();
     // Move echo to port 9090 by atomic replace of the file.
-    let moved = ECHO_BACKEND.replace("port: 8080", "port: 9090");
+    let moved = ECHO_BACKEND.replace("number: 8080", "number: 9090");
     replace(bed.backends.path(), "backends.yaml", &moved);
     wait_for_map_update(&mut agent, "removed=2");
     assert!(bed.via_proxy("echo.redirector.test:9090"));
@@ -72,7 +72,7 @@ fn editor_style_replace_and_rename_are_picked_up() {
 fn a_bad_edit_keeps_the_last_good_version() {
     let bed = Bed::new(ECHO_BACKEND);
     let mut agent = bed.agent();
-    let broken = ECHO_BACKEND.replace("port: 8080", "port: 0");
+    let broken = ECHO_BACKEND.replace("number: 8080", "number: 0");
     replace(bed.backends.path(), "backends.yaml", &broken);
     let kept = agent
         .wait_for_log("keeping the last good version")
@@ -85,7 +85,7 @@ fn a_bad_edit_keeps_the_last_good_version() {
     let skipped = agent
         .logs()
         .into_iter()
-        .filter(|l| l.contains("skipped") && l.contains("spec.port.port"));
+        .filter(|l| l.contains("skipped") && l.contains("spec.port.number"));
     assert_eq!(skipped.count(), 1);
 }
 
@@ -107,7 +107,7 @@ fn a_file_that_no_longer_parses_keeps_its_backends() {
     replace(
         bed.backends.path(),
         "backends.yaml",
-        &ECHO_BACKEND.replace("port: 8080", "port: 9090"),
+        &ECHO_BACKEND.replace("number: 8080", "number: 9090"),
     );
     wait_for_map_update(&mut agent, "removed=2");
 }

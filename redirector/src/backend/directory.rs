@@ -32,6 +32,10 @@ pub struct Catalog {
     /// Problems met while walking the directories first, then per file in load order
     /// and per document in file order.
     pub problems: Vec<Problem>,
+    /// Notes on accepted objects, located like problems: a deprecated v1.6 shape, an
+    /// `EndpointSelector` Backend this agent skips. Logged once and printed by `check`;
+    /// they fail nothing.
+    pub notices: Vec<Problem>,
     /// `data` (and UTF-8 `binaryData`) of every ConfigMap, by namespace/name.
     pub config_maps: BTreeMap<ObjectKey, BTreeMap<String, String>>,
     /// Decoded `data` merged with `stringData` of every Secret, by namespace/name.
@@ -53,7 +57,7 @@ pub struct Catalog {
 }
 
 /// One thing that could not be loaded, located as precisely as is known.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Problem {
     pub file: PathBuf,
     /// `XBackend ns/name`, or `document N` (1-based) when the name is unknown.
@@ -234,6 +238,7 @@ struct Merge {
     backends: BTreeMap<ObjectKey, Arc<Backend>>,
     origins: BTreeMap<ObjectKey, PathBuf>,
     problems: Vec<Problem>,
+    notices: Vec<Problem>,
     config_maps: BTreeMap<ObjectKey, BTreeMap<String, String>>,
     secrets: BTreeMap<ObjectKey, BTreeMap<String, Vec<u8>>>,
     policies: BTreeMap<ObjectKey, Arc<BackendPolicy>>,
@@ -248,6 +253,7 @@ impl Merge {
         Catalog {
             backends: self.backends.into_values().collect(),
             problems: self.problems,
+            notices: self.notices,
             config_maps: self.config_maps,
             secrets: self.secrets,
             origins: self.origins,
@@ -300,9 +306,15 @@ impl Merge {
         };
         self.seen.insert((kind, key.clone()), origin);
         match parsed {
-            Ok(Object::Backend(backend)) => {
-                self.origins.insert(key.clone(), path.to_path_buf());
-                self.backends.insert(key.clone(), backend.clone());
+            Ok(Object::Backend { backend, notices }) => {
+                for notice in notices {
+                    let problem = located_at(path, &label, notice);
+                    self.notices.push(problem);
+                }
+                if let Some(backend) = backend {
+                    self.origins.insert(key.clone(), path.to_path_buf());
+                    self.backends.insert(key.clone(), backend.clone());
+                }
             }
             Ok(Object::ConfigMap(data)) => {
                 self.config_maps.insert(key.clone(), data.clone());
@@ -323,11 +335,17 @@ impl Merge {
     }
 
     fn fail(&mut self, path: &Path, object: &str, failure: &Failure) {
-        self.problems.push(Problem {
-            file: path.to_path_buf(),
-            object: Some(object.to_owned()),
-            field: failure.field.clone(),
-            message: failure.message.clone(),
-        });
+        let problem = located_at(path, object, failure);
+        self.problems.push(problem);
+    }
+}
+
+/// A failure (or notice) of `object` in `path`, as a [`Problem`].
+fn located_at(path: &Path, object: &str, failure: &Failure) -> Problem {
+    Problem {
+        file: path.to_path_buf(),
+        object: Some(object.to_owned()),
+        field: failure.field.clone(),
+        message: failure.message.clone(),
     }
 }

@@ -7,6 +7,13 @@
 //! meaning (port ranges, hostname syntax, cross-field rules): that is `validate`'s job, so
 //! parsing stays a faithful transcription and every semantic rule lives in one place.
 //!
+//! `v1alpha1` has had two shapes, and both parse here: Gateway API v1.6 (`spec.port:
+//! {port, name}`, `status.parents[].parentRef`) and upstream's newest (`spec.port:
+//! {number}`, `spec.endpointSelector`, `spec.sessionPersistence`, protocols `GRPC` and
+//! `WSS`, `status.ancestors[].ancestorRef`). The union of both is modelled, and
+//! `validate` decides per object which shape it is and which rules apply
+//! ([`crate::backend::constraints::SchemaVersion`]).
+//!
 //! Spec-level structs use `deny_unknown_fields`: a typo such as `hostnme` is an error
 //! naming the field rather than a silently ignored key (the API server prunes unknown
 //! fields, but in a directory of YAML nothing else would tell the operator). `metadata`
@@ -91,6 +98,14 @@ pub struct BackendSpec {
     pub port: BackendPort,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub external_hostname: Option<ExternalHostnameBackend>,
+    /// Newest schema only: in-cluster endpoints for other controllers (the agent makes
+    /// no redirect for them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint_selector: Option<EndpointSelectorBackend>,
+    /// Newest schema only, and only with `EndpointSelector`. Kept opaque: the agent never
+    /// acts on it (it skips EndpointSelector Backends), so only its presence is judged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_persistence: Option<serde_json::Value>,
     /// Absent upstream means "as the route says"; there is no route here, see `validate`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub protocol: Option<BackendProtocol>,
@@ -98,28 +113,39 @@ pub struct BackendSpec {
     pub tls: Option<BackendTls>,
 }
 
-/// `BackendType` (union discriminator).
-///
-/// Upstream's CRD enum currently holds only `ExternalHostname`; `EndpointSelector` was
-/// part of the proposal and was dropped as provisional (PR #4901). It is still recognised
-/// here so that an object using it gets a precise "not supported" validation error at
-/// `spec.type` rather than a generic unknown-variant message; its `endpointSelector`
-/// field is not modelled, so such an object fails as an unknown field first if it sets one.
+/// `BackendType` (union discriminator). v1.6 admits only `ExternalHostname`; the newest
+/// schema (upstream PR #5255) adds `EndpointSelector`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum BackendType {
     ExternalHostname,
     EndpointSelector,
 }
 
-/// `BackendPort`, modelled on `discoveryv1.EndpointPort`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// `BackendPort` in either shape: newest `{number}` (`minProperties: 1`), or v1.6's
+/// `{port, name}` (modelled on `discoveryv1.EndpointPort`). Every field is optional here
+/// so that `validate` can tell the shapes apart and name the field of any mistake.
+/// Numbers are `int32` as upstream; the 1..=65535 range is checked in `validate` so
+/// that the error names the field and states the range.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct BackendPort {
+    /// Newest schema.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub number: Option<i32>,
+    /// v1.6 (deprecated here; gone upstream).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<i32>,
+    /// v1.6 only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
-    /// `int32` as upstream; the 1..=65535 range is checked in `validate` so that the
-    /// error names the field and states the range.
-    pub port: i32,
+}
+
+/// `EndpointSelectorBackend` (newest schema): the inlined `LabelSelector`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EndpointSelectorBackend {
+    /// Required upstream, 1..=64 labels (checked in `validate`).
+    pub match_labels: BTreeMap<String, String>,
 }
 
 /// `ExternalHostnameBackend`.
@@ -129,7 +155,8 @@ pub struct ExternalHostnameBackend {
     pub hostname: String,
 }
 
-/// `BackendProtocol`. `GRPC` and `WSS` are in upstream's newest enum (Extended support).
+/// `BackendProtocol`. v1.6's CRD enum is `TCP;HTTP;HTTP2;HTTP11;H2C;MCP`; the newest adds
+/// `GRPC` and `WSS` (`validate` refuses those two in a v1.6-shaped object).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum BackendProtocol {
     #[serde(rename = "TCP")]
@@ -269,20 +296,28 @@ pub enum SubjectAltNameType {
     Uri,
 }
 
-/// `BackendStatus`. The Go field is `Ancestors` but its JSON name is `parents`.
+/// `BackendStatus` in either shape: v1.6 `parents` (Go field `Ancestors`), newest
+/// `ancestors`. Read leniently; the agent writes its own entry in the shape of the
+/// installed CRD (`kubernetes::status`).
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct BackendStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub parents: Vec<BackendAncestorStatus>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ancestors: Vec<BackendAncestorStatus>,
 }
 
-/// `BackendAncestorStatus`; the Go field `AncestorRef` is `parentRef` in JSON.
+/// `BackendAncestorStatus`: the reference is `parentRef` (v1.6) or `ancestorRef`
+/// (newest), the same `ParentReference` type.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct BackendAncestorStatus {
     pub controller_name: String,
-    pub parent_ref: ParentReference,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_ref: Option<ParentReference>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ancestor_ref: Option<ParentReference>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
 }

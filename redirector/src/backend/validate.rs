@@ -9,19 +9,25 @@
 //!
 //! # Upstream rules enforced
 //!
-//! Every rule of the upstream CRD (Gateway API v1.6.1,
-//! `gateway.networking.x-k8s.io_xbackends.yaml`) on `spec`, with where it is enforced:
+//! Every rule of the upstream CRD (`gateway.networking.x-k8s.io_xbackends.yaml`) on
+//! `spec`, with where it is enforced. An object is read in the shape it is written in
+//! (`shape`): the newest (Gateway API main) or v1.6.1 (`spec.port.port`); rows marked
+//! *newest* or *v1.6* hold for that shape only.
 //!
 //! | field | upstream rule | here |
 //! |---|---|---|
 //! | `spec` | required | `model` (serde) |
-//! | `spec.type` | required, enum `ExternalHostname` | `model`; `EndpointSelector` (dropped upstream) gets a precise message here |
+//! | `spec.type` | required, enum `ExternalHostname EndpointSelector` (*v1.6*: `ExternalHostname`) | `model`; `shape::members` |
 //! | `spec` | CEL: `type == ExternalHostname` ⇔ `externalHostname` set | [`external_hostname`] |
-//! | `spec.port`, `spec.port.port` | required; `minimum: 1`, `maximum: 65535`, int32 | `model`; [`port`] |
-//! | `spec.port.name` | `maxLength: 63`; CEL: empty or `format.dns1123Label()` | [`port`] |
+//! | `spec` | *newest* CEL: `type == EndpointSelector` ⇔ `endpointSelector` set; `matchLabels` 1..=64 | `shape::members` |
+//! | `spec` | *newest* CEL: `sessionPersistence` only with `EndpointSelector` | `shape::members` |
+//! | `spec` | *newest* CEL: H2C without TLS, HTTP2 and WSS with TLS (mode not `None`) | `shape::protocol` |
+//! | `spec.port` | *newest*: `{number}`, `minProperties: 1`; *v1.6*: `port` required | `shape::port` |
+//! | `spec.port.number`, `spec.port.port` | `minimum: 1`, `maximum: 65535`, int32 | `model`; `shape::port` |
+//! | `spec.port.name` | *v1.6*: `maxLength: 63`; CEL: empty or `format.dns1123Label()` | `shape::port` |
 //! | `spec.externalHostname.hostname` | required; `PreciseHostname` (1..=253, lowercase labels pattern) | [`external_hostname`] |
 //! | `spec.externalHostname.hostname` | CEL: `!endsWith('.cluster.local')` | [`external_hostname`] |
-//! | `spec.protocol` | enum `TCP HTTP HTTP2 HTTP11 H2C MCP` | `model` |
+//! | `spec.protocol` | enum `TCP HTTP HTTP2 HTTP11 H2C MCP GRPC WSS` (*v1.6*: without `GRPC WSS`) | `model`; `shape::protocol` |
 //! | `spec.tls.mode` | required, enum `None ServerOnly ClientAndServer` | `model` |
 //! | `spec.tls` | CEL: `clientCertificateRef` set ⇔ mode `ClientAndServer` | `tls::client_certificate` |
 //! | `spec.tls.clientCertificateRef` | `name` required (1..=253); `group` pattern (<= 253); `kind` pattern (1..=63); `namespace` DNS label | `model`; `tls::client_certificate` |
@@ -65,8 +71,10 @@
 //!   implementation-specific names (`example.com/bundle`); this agent defines none, and
 //!   upstream requires an unrecognised value to make the object not Accepted.
 //! - SAN URIs: the scheme must be RFC 3986 (a letter first) and no whitespace.
-//! - `protocol: H2C` with TLS originated (`mode` `ServerOnly`/`ClientAndServer`) is an
-//!   error: H2C is cleartext by definition; HTTP/2 over TLS is `HTTP2`.
+//! - *v1.6*: `protocol: H2C` with TLS originated (`mode` `ServerOnly`/`ClientAndServer`)
+//!   is an error (upstream's newest has the same rule; v1.6 did not).
+//! - `matchLabels` keys must be label keys (the CRD cannot check map keys).
+//! - Both `port.number` and `port.port` set must agree.
 //! - Unknown fields are errors (`model` uses `deny_unknown_fields`); the API server
 //!   would prune them silently, and `kubectl apply` (strict field validation) refuses them.
 //!
@@ -75,17 +83,20 @@
 //! (`group: ""` and `kind: Secret` on `clientCertificateRef`).
 
 mod names;
+mod shape;
+/// Crate-visible so that the CRD's tests evaluate the same upstream cases.
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 mod tls;
 mod types;
 
+pub use shape::Notice;
 pub use types::{
     Backend, BackendTls, CaSource, ObjectKey, ObjectRef, Protocol, RefKind, SubjectAltName,
     TlsMode, ValidationError,
 };
 
-use super::constraints::PORT_RANGE;
+use super::constraints::{MSG_TYPE_MEMBER, SchemaVersion};
 use super::model::{BackendSpec, BackendType, XBackend};
 
 /// Collects errors so that every rule runs and all problems are reported at once.
@@ -114,41 +125,60 @@ impl Report {
     }
 }
 
-/// Checks one XBackend and builds the agent model from it.
+/// An object that passed every rule of its shape.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Validated {
+    /// `None` for an `EndpointSelector` Backend: valid, but in-cluster endpoints for
+    /// other controllers, so nothing for this agent to redirect (see `notices`).
+    pub backend: Option<Backend>,
+    /// The shape the object is written in.
+    pub schema: SchemaVersion,
+    /// What the operator should hear about once: a deprecated shape, a skipped Backend.
+    pub notices: Vec<Notice>,
+}
+
+/// Checks one XBackend and builds the agent model from it, with the rules of the shape
+/// it is written in (`shape`).
 ///
 /// `apiVersion`/`kind` are not checked here: the source that dispatched the document did.
-pub fn validate(object: &XBackend) -> Result<Backend, Vec<ValidationError>> {
+pub fn validate(object: &XBackend) -> Result<Validated, Vec<ValidationError>> {
     let mut report = Report::default();
+    let spec = &object.spec;
+    let schema = shape::schema_of(spec);
     let key = object_key(object, &mut report);
-    let hostname = external_hostname(&object.spec, &mut report);
-    let port = port(&object.spec, &mut report);
-    let protocol = object.spec.protocol.map_or(Protocol::Tcp, Protocol::from);
+    let hostname = external_hostname(spec, &mut report);
+    shape::members(spec, schema, &mut report);
+    let port = shape::port(&spec.port, &mut report);
+    let protocol = spec.protocol.map_or(Protocol::Tcp, Protocol::from);
     let namespace = object.metadata.namespace.as_str();
-    let tls = tls::tls(&object.spec, namespace, hostname.as_deref(), &mut report);
-    h2c_is_cleartext(protocol, tls.as_ref().and_then(Option::as_ref), &mut report);
+    let tls = tls::tls(spec, namespace, hostname.as_deref(), &mut report);
+    let tls_mode = spec.tls.as_ref().map(|tls| TlsMode::from(tls.mode));
+    shape::protocol(protocol, tls_mode, schema, &mut report);
+    if !report.errors.is_empty() {
+        return Err(report.errors);
+    }
+    let notices = shape::deprecation(&spec.port).into_iter();
+    if spec.backend_type == BackendType::EndpointSelector {
+        return Ok(Validated {
+            backend: None,
+            schema,
+            notices: notices.chain([shape::skipped()]).collect(),
+        });
+    }
     match (key, hostname, port, tls) {
-        (Some(key), Some(hostname), Some(port), Some(tls)) if report.errors.is_empty() => {
-            Ok(Backend {
+        (Some(key), Some(hostname), Some(port), Some(tls)) => Ok(Validated {
+            backend: Some(Backend {
                 key,
                 hostname,
                 port,
                 protocol,
                 tls,
-            })
-        }
+            }),
+            schema,
+            notices: notices.collect(),
+        }),
+        // Every `None` above reported an error; this keeps the function total.
         _ => Err(report.errors),
-    }
-}
-
-/// `H2C` is HTTP/2 in cleartext by definition: with TLS originated it would be `HTTP2`
-/// (ALPN `h2`). Upstream is silent; refusing beats guessing which one was meant.
-fn h2c_is_cleartext(protocol: Protocol, tls: Option<&BackendTls>, report: &mut Report) {
-    if protocol == Protocol::H2c && tls.is_some_and(|tls| tls.mode != TlsMode::None) {
-        report.fail(
-            "spec.protocol",
-            "H2C is cleartext HTTP/2 and cannot be combined with spec.tls.mode ServerOnly or \
-             ClientAndServer; use protocol HTTP2 for HTTP/2 over TLS",
-        );
     }
 }
 
@@ -171,45 +201,22 @@ fn object_key(object: &XBackend, report: &mut Report) -> Option<ObjectKey> {
     (ns_ok && name_ok).then(|| ObjectKey::new(namespace.clone(), name))
 }
 
-/// `type` and the `externalHostname` union member must agree (upstream CEL rule), and the
-/// hostname must be a `PreciseHostname` outside `cluster.local` (upstream pattern and CEL)
-/// that is neither an IP literal nor a wildcard (stricter, see [`names::precise_hostname`]).
+/// `type` and the `externalHostname` union member must agree (upstream CEL rule, with
+/// its message), and the hostname must be a `PreciseHostname` outside `cluster.local`
+/// (upstream pattern and CEL) that is neither an IP literal nor a wildcard (stricter, see
+/// [`names::precise_hostname`]).
 fn external_hostname(spec: &BackendSpec, report: &mut Report) -> Option<String> {
+    let field = "spec.externalHostname";
     match (spec.backend_type, &spec.external_hostname) {
-        (BackendType::EndpointSelector, _) => {
-            report.fail(
-                "spec.type",
-                "EndpointSelector is not part of the upstream API (only ExternalHostname is)",
-            );
-            None
-        }
-        (BackendType::ExternalHostname, None) => {
-            report.fail(
-                "spec.externalHostname",
-                "required when spec.type is ExternalHostname",
-            );
+        (BackendType::EndpointSelector, None) => None,
+        (BackendType::EndpointSelector, Some(_)) | (BackendType::ExternalHostname, None) => {
+            report.fail(field, MSG_TYPE_MEMBER);
             None
         }
         (BackendType::ExternalHostname, Some(ext)) => {
             let field = || "spec.externalHostname.hostname".to_owned();
             let ok = report.check(field, names::external_hostname(&ext.hostname));
             ok.then(|| ext.hostname.clone())
-        }
-    }
-}
-
-/// `port.port` in 1..=65535 (upstream minimum/maximum); `port.name`, if non-empty, a DNS
-/// label of at most 63 characters (upstream maxLength and CEL `format.dns1123Label()`).
-fn port(spec: &BackendSpec, report: &mut Report) -> Option<u16> {
-    if let Some(name) = spec.port.name.as_deref().filter(|n| !n.is_empty()) {
-        report.check(|| "spec.port.name".to_owned(), names::dns_label(name));
-    }
-    let (min, max) = PORT_RANGE;
-    match u16::try_from(spec.port.port) {
-        Ok(port) if (min..=max).contains(&i64::from(port)) => Some(port),
-        _ => {
-            report.fail("spec.port.port", format!("must be {min}..={max}"));
-            None
         }
     }
 }

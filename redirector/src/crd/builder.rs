@@ -44,6 +44,12 @@ impl Schema {
         }
     }
 
+    /// An `object` whose keys are free and whose values all follow `values`
+    /// (`additionalProperties`, as for label maps).
+    pub fn map(description: &str, values: Schema) -> Self {
+        Self::typed("object", description).with("additionalProperties", values)
+    }
+
     pub fn array(description: &str, items: Schema) -> Self {
         Self::typed("array", description).with("items", items)
     }
@@ -97,6 +103,20 @@ impl Schema {
     /// `minimum` and `maximum` at once.
     pub fn range(self, (min, max): (i64, i64)) -> Self {
         self.minimum(min).maximum(max)
+    }
+
+    pub fn min_properties(self, n: usize) -> Self {
+        self.with("minProperties", n)
+    }
+
+    /// `minProperties` and `maxProperties` at once.
+    pub fn properties_range(self, min: usize, max: usize) -> Self {
+        self.min_properties(min).with("maxProperties", max)
+    }
+
+    /// `x-kubernetes-preserve-unknown-fields: true`: fields not described are kept.
+    pub fn preserve_unknown_fields(self) -> Self {
+        self.with("x-kubernetes-preserve-unknown-fields", true)
     }
 
     pub fn max_items(self, n: usize) -> Self {

@@ -1,38 +1,90 @@
 //! The schema of `spec`: every field of upstream's `BackendSpec` with its OpenAPI
-//! constraints and CEL rules (Gateway API v1.6.1). The constraints come from
+//! constraints and CEL rules, in the newest shape or v1.6.1's. The constraints come from
 //! [`crate::backend::constraints`], which the validator implements, so the two agree.
-//! Descriptions are written for this project, not copied.
+//! Descriptions are written for this project, not copied; CEL messages are upstream's
+//! where the issue that follows upstream made them a contract (the `spec` rules).
 
 use super::builder::Schema;
 use crate::backend::constraints::{
-    CEL_CLIENT_CERTIFICATE, CEL_NOT_BOTH_CA_SOURCES, CEL_NOT_CLUSTER_LOCAL, CEL_ONE_CA_SOURCE,
-    CEL_PORT_NAME, CEL_SAN, CEL_TYPE_MEMBER, GROUP, KIND, MAX_CA_CERTIFICATE_REFS, MAX_DNS_LABEL,
-    MAX_DNS_SUBDOMAIN, MAX_SUBJECT_ALT_NAMES, NAMESPACE, PORT_RANGE, PRECISE_HOSTNAME,
-    SAN_HOSTNAME, SAN_URI, WELL_KNOWN_CA_CERTIFICATES,
+    CEL_CLIENT_CERTIFICATE, CEL_H2C_NO_TLS, CEL_HTTP2_TLS, CEL_NOT_BOTH_CA_SOURCES,
+    CEL_NOT_CLUSTER_LOCAL, CEL_ONE_CA_SOURCE, CEL_PORT_NAME, CEL_SAN, CEL_SELECTOR_MEMBER,
+    CEL_SESSION_PERSISTENCE, CEL_TYPE_MEMBER, CEL_WSS_TLS, GROUP, KIND, LABEL_VALUE,
+    MATCH_LABELS_RANGE, MAX_CA_CERTIFICATE_REFS, MAX_DNS_LABEL, MAX_DNS_SUBDOMAIN,
+    MAX_SUBJECT_ALT_NAMES, MSG_H2C_NO_TLS, MSG_HTTP2_TLS, MSG_SELECTOR_MEMBER,
+    MSG_SESSION_PERSISTENCE, MSG_TYPE_MEMBER, MSG_WSS_TLS, NAMESPACE, PORT_RANGE, PRECISE_HOSTNAME,
+    SAN_HOSTNAME, SAN_URI, SchemaVersion, WELL_KNOWN_CA_CERTIFICATES,
 };
 
 /// `spec`: where the backend is and how to connect to it.
-pub fn spec() -> Schema {
-    Schema::object(
-        "Where the backend is and how to connect to it.",
-        [
-            ("type", backend_type()),
-            ("externalHostname", external_hostname()),
-            ("port", port()),
-            ("protocol", protocol()),
-            ("tls", tls()),
-        ],
-    )
-    .required(&["port", "type"])
-    .rule(
-        CEL_TYPE_MEMBER,
-        "externalHostname must be set when type is ExternalHostname, and unset otherwise",
-    )
+pub fn spec(schema: SchemaVersion) -> Schema {
+    let common = [
+        ("type", backend_type(schema)),
+        ("externalHostname", external_hostname()),
+        ("port", port(schema)),
+        ("protocol", protocol(schema)),
+        ("tls", tls()),
+    ];
+    let description = "Where the backend is and how to connect to it.";
+    match schema {
+        SchemaVersion::V1_6 => Schema::object(description, common)
+            .required(&["port", "type"])
+            .rule(CEL_TYPE_MEMBER, MSG_TYPE_MEMBER),
+        SchemaVersion::Newest => {
+            let newest = [
+                ("endpointSelector", endpoint_selector()),
+                ("sessionPersistence", session_persistence()),
+            ];
+            Schema::object(description, common.into_iter().chain(newest))
+                .required(&["port", "type"])
+                .rule(CEL_TYPE_MEMBER, MSG_TYPE_MEMBER)
+                .rule(CEL_SELECTOR_MEMBER, MSG_SELECTOR_MEMBER)
+                .rule(CEL_H2C_NO_TLS, MSG_H2C_NO_TLS)
+                .rule(CEL_HTTP2_TLS, MSG_HTTP2_TLS)
+                .rule(CEL_WSS_TLS, MSG_WSS_TLS)
+                .rule(CEL_SESSION_PERSISTENCE, MSG_SESSION_PERSISTENCE)
+        }
+    }
 }
 
-fn backend_type() -> Schema {
+fn backend_type(schema: SchemaVersion) -> Schema {
+    let values: &[&str] = match schema {
+        SchemaVersion::Newest => &["ExternalHostname", "EndpointSelector"],
+        SchemaVersion::V1_6 => &["ExternalHostname"],
+    };
     Schema::string("The kind of destination; selects the member field that describes it.")
-        .enumeration(&["ExternalHostname"])
+        .enumeration(values)
+}
+
+/// Newest: in-cluster endpoints chosen by pod labels (for other controllers; this agent
+/// skips such Backends).
+fn endpoint_selector() -> Schema {
+    let value = Schema::string("A label value: empty, or alphanumerics with '-', '_', '.'.")
+        .length(0, MAX_DNS_LABEL)
+        .pattern(LABEL_VALUE);
+    let (min, max) = MATCH_LABELS_RANGE;
+    let match_labels = Schema::map(
+        "Labels a pod must all carry to be an endpoint of this backend.",
+        value,
+    )
+    .properties_range(min, max);
+    Schema::object(
+        "The backend is the set of pods matching a label selector. Set exactly when type \
+         is EndpointSelector.",
+        [("matchLabels", match_labels)],
+    )
+    .required(&["matchLabels"])
+}
+
+/// Newest: how requests stick to one endpoint (EndpointSelector only). Its inner
+/// fields are not modelled here (the agent never acts on it), so they are preserved
+/// as written.
+fn session_persistence() -> Schema {
+    Schema::object(
+        "Session persistence (e.g. a cookie) across the backend's endpoints. Only with \
+         type EndpointSelector.",
+        [],
+    )
+    .preserve_unknown_fields()
 }
 
 fn external_hostname() -> Schema {
@@ -44,7 +96,7 @@ fn external_hostname() -> Schema {
     .pattern(PRECISE_HOSTNAME)
     .rule(
         CEL_NOT_CLUSTER_LOCAL,
-        "hostname must not end with .cluster.local",
+        "hostname must not be an IP address or end with .cluster.local",
     );
     Schema::object(
         "The backend is an external DNS name. Set exactly when type is ExternalHostname.",
@@ -53,24 +105,34 @@ fn external_hostname() -> Schema {
     .required(&["hostname"])
 }
 
-fn port() -> Schema {
-    let name = Schema::string("Optional name of the port: empty, or a DNS label.")
-        .max_length(MAX_DNS_LABEL)
-        .rule(CEL_PORT_NAME, "name must be a valid DNS label");
+fn port(schema: SchemaVersion) -> Schema {
     let number = Schema::integer("Port number to connect to.", "int32").range(PORT_RANGE);
-    Schema::object(
-        "The port to connect to on the backend.",
-        [("name", name), ("port", number)],
-    )
-    .required(&["port"])
+    let description = "The port to connect to on the backend.";
+    match schema {
+        SchemaVersion::Newest => {
+            Schema::object(description, [("number", number)]).min_properties(1)
+        }
+        SchemaVersion::V1_6 => {
+            let name = Schema::string("Optional name of the port: empty, or a DNS label.")
+                .max_length(MAX_DNS_LABEL)
+                .rule(CEL_PORT_NAME, "Name must be a valid DNS label");
+            Schema::object(description, [("name", name), ("port", number)]).required(&["port"])
+        }
+    }
 }
 
-fn protocol() -> Schema {
+fn protocol(schema: SchemaVersion) -> Schema {
+    let values: &[&str] = match schema {
+        SchemaVersion::Newest => &[
+            "TCP", "HTTP", "HTTP2", "HTTP11", "H2C", "MCP", "GRPC", "WSS",
+        ],
+        SchemaVersion::V1_6 => &["TCP", "HTTP", "HTTP2", "HTTP11", "H2C", "MCP"],
+    };
     Schema::string(
         "Protocol spoken to the backend. When unset, the route or listener decides \
          (for a transparent redirector: opaque TCP).",
     )
-    .enumeration(&["TCP", "HTTP", "HTTP2", "HTTP11", "H2C", "MCP"])
+    .enumeration(values)
 }
 
 fn tls() -> Schema {

@@ -1,12 +1,13 @@
 //! The schema of `status`: upstream's `BackendStatus`, written by controllers (the
 //! agent's Kubernetes mode among them). Only the CRD enforces it; the validator ignores
-//! `status` because it never decides what a Backend means.
+//! `status` because it never decides what a Backend means. v1.6 lists `parents[]` with a
+//! `parentRef`; the newest lists `ancestors[]` with an `ancestorRef` (same types).
 
 use super::builder::Schema;
 use super::spec::{group, kind, object_name};
 use crate::backend::constraints::{
     CONTROLLER_NAME, MAX_DNS_LABEL, MAX_DNS_SUBDOMAIN, MAX_PARENTS, NAMESPACE, PORT_RANGE,
-    PRECISE_HOSTNAME,
+    PRECISE_HOSTNAME, SchemaVersion,
 };
 
 /// `metav1.Condition.reason`: CamelCase-ish identifier.
@@ -20,21 +21,31 @@ const MAX_CONDITION_REASON: usize = 1024;
 /// `maxLength` of `metav1.Condition.type`.
 const MAX_CONDITION_TYPE: usize = 316;
 
-pub fn status() -> Schema {
-    let parents = Schema::array(
-        "The Backend's status with respect to each parent (typically a Gateway) whose \
+/// The list and reference names of each shape: (`parents`, `parentRef`) or
+/// (`ancestors`, `ancestorRef`).
+pub fn entry_names(schema: SchemaVersion) -> (&'static str, &'static str) {
+    match schema {
+        SchemaVersion::Newest => ("ancestors", "ancestorRef"),
+        SchemaVersion::V1_6 => ("parents", "parentRef"),
+    }
+}
+
+pub fn status(schema: SchemaVersion) -> Schema {
+    let (list, reference) = entry_names(schema);
+    let entries = Schema::array(
+        "The Backend's status with respect to each ancestor (typically a Gateway) whose \
          controller uses it.",
-        parent_status(),
+        ancestor_status(reference),
     )
     .max_items(MAX_PARENTS)
     .atomic();
     Schema::object(
         "Observed state of the Backend, written by controllers.",
-        [("parents", parents)],
+        [(list, entries)],
     )
 }
 
-fn parent_status() -> Schema {
+fn ancestor_status(reference: &str) -> Schema {
     let controller = Schema::string(
         "The controller that wrote this entry, as DOMAIN/PATH (example.net/controller).",
     )
@@ -42,14 +53,14 @@ fn parent_status() -> Schema {
     .pattern(CONTROLLER_NAME);
     let conditions = Schema::array("Conditions, one per type.", condition()).list_map(&["type"]);
     Schema::object(
-        "Status of the Backend for one parent.",
+        "Status of the Backend for one ancestor.",
         [
             ("controllerName", controller),
-            ("parentRef", parent_reference()),
+            (reference, parent_reference()),
             ("conditions", conditions),
         ],
     )
-    .required(&["controllerName", "parentRef"])
+    .required(&["controllerName", reference])
 }
 
 /// Gateway API `ParentReference`.

@@ -1,6 +1,6 @@
 //! A tiny checker of an object against the CRD's OpenAPI schema, for tests: types, enums,
-//! required fields, unknown fields, string lengths, numeric ranges and list sizes, which
-//! is what the API server checks before CEL. Patterns and CEL rules are not evaluated
+//! required fields, unknown fields, string lengths, numeric ranges, list sizes and
+//! property counts (and map values), which is what the API server checks before CEL. Patterns and CEL rules are not evaluated
 //! (that needs a regex engine and a CEL interpreter); the validator's tables cover them.
 
 use serde_json::Value;
@@ -83,6 +83,28 @@ fn object(
         "" => name.to_owned(),
         _ => format!("{path}.{name}"),
     };
+    let count = fields.len() as u64;
+    let size = |key: &str| schema.get(key).and_then(Value::as_u64);
+    if size("minProperties").is_some_and(|min| count < min) {
+        let min = &schema["minProperties"];
+        errors.push(format!(
+            "{}: should have at least {min} properties",
+            display(path)
+        ));
+    }
+    if size("maxProperties").is_some_and(|max| count > max) {
+        let max = &schema["maxProperties"];
+        errors.push(format!(
+            "{}: should have at most {max} properties",
+            display(path)
+        ));
+    }
+    if let Some(values) = schema.get("additionalProperties") {
+        for (name, value) in fields {
+            node(values, value, &join(name), errors);
+        }
+        return;
+    }
     for name in schema
         .get("required")
         .and_then(Value::as_array)
@@ -94,7 +116,8 @@ fn object(
             errors.push(format!("{}: required", join(name)));
         }
     }
-    // No `properties` (as for `metadata`): any fields are preserved.
+    // No `properties` (as for `metadata`, or with x-kubernetes-preserve-unknown-fields):
+    // any fields are preserved.
     let Some(properties) = schema.get("properties").and_then(Value::as_object) else {
         return;
     };

@@ -1,7 +1,9 @@
 //! The CRD against upstream's structure, its envelope, its YAML, and the shipped examples
 //! against both the CRD's structural constraints and the validator.
 
+mod cel;
 mod expected;
+mod objects;
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -10,14 +12,21 @@ use serde_json::{Value, json};
 
 use super::structural::check;
 use super::*;
-use crate::backend::{self, XBackend, model};
+use crate::backend::model;
 
+const SCHEMAS: [SchemaVersion; 2] = [SchemaVersion::Newest, SchemaVersion::V1_6];
+
+/// The newest schema, which `redirector crd` prints by default.
 fn schema() -> Value {
-    crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"].clone()
+    schema_of(SchemaVersion::Newest)
+}
+
+fn schema_of(version: SchemaVersion) -> Value {
+    crd(version)["spec"]["versions"][0]["schema"]["openAPIV3Schema"].clone()
 }
 
 /// Constraint keys in the order the summary lines list them, with their short names.
-const ATTRIBUTES: [(&str, &str); 12] = [
+const ATTRIBUTES: [(&str, &str); 15] = [
     ("enum", "enum"),
     ("required", "required"),
     ("format", "format"),
@@ -27,12 +36,18 @@ const ATTRIBUTES: [(&str, &str); 12] = [
     ("minLength", "minLength"),
     ("maxLength", "maxLength"),
     ("maxItems", "maxItems"),
+    ("minProperties", "minProperties"),
+    ("maxProperties", "maxProperties"),
     ("x-kubernetes-list-type", "listType"),
     ("x-kubernetes-list-map-keys", "listMapKeys"),
     ("pattern", "pattern"),
+    (
+        "x-kubernetes-preserve-unknown-fields",
+        "preserveUnknownFields",
+    ),
 ];
 
-/// One line per schema node and per CEL rule, in the format of [`expected::UPSTREAM`].
+/// One line per schema node and per CEL rule, in the format of [`expected::expected`].
 fn summarize(node: &Value, path: &str, out: &mut BTreeSet<String>) {
     let mut line = format!("{path}: {}", node["type"].as_str().unwrap_or("?"));
     for (key, short) in ATTRIBUTES {
@@ -51,6 +66,7 @@ fn summarize(node: &Value, path: &str, out: &mut BTreeSet<String>) {
         "description",
         "properties",
         "items",
+        "additionalProperties",
         "x-kubernetes-validations",
     ];
     for key in node.as_object().into_iter().flatten().map(|(k, _)| k) {
@@ -80,6 +96,9 @@ fn summarize(node: &Value, path: &str, out: &mut BTreeSet<String>) {
     if let Some(items) = node.get("items") {
         summarize(items, &format!("{path}[]"), out);
     }
+    if let Some(values) = node.get("additionalProperties") {
+        summarize(values, &format!("{path}{{}}"), out);
+    }
 }
 
 fn join(values: &[Value], separator: &str, sorted: bool) -> String {
@@ -92,9 +111,15 @@ fn join(values: &[Value], separator: &str, sorted: bool) -> String {
 
 #[test]
 fn schema_structure_matches_upstream() {
+    for version in SCHEMAS {
+        structure_matches(version, &expected::expected(version));
+    }
+}
+
+fn structure_matches(version: SchemaVersion, expected: &str) {
     let mut ours = BTreeSet::new();
-    summarize(&schema(), "(root)", &mut ours);
-    let upstream: BTreeSet<String> = expected::UPSTREAM
+    summarize(&schema_of(version), "(root)", &mut ours);
+    let upstream: BTreeSet<String> = expected
         .lines()
         .filter(|l| !l.is_empty() && !l.starts_with('#'))
         .map(str::to_owned)
@@ -103,7 +128,7 @@ fn schema_structure_matches_upstream() {
     let extra: Vec<_> = ours.difference(&upstream).collect();
     assert!(
         missing.is_empty() && extra.is_empty(),
-        "schema differs from upstream\nmissing:\n  {}\nunexpected:\n  {}",
+        "{version:?} schema differs from upstream\nmissing:\n  {}\nunexpected:\n  {}",
         missing
             .iter()
             .map(|s| s.as_str())
@@ -130,14 +155,22 @@ fn every_node_has_a_description_except_metadata() {
             walk(items, &format!("{path}[]"), missing);
         }
     }
-    let mut missing = Vec::new();
-    walk(&schema(), "(root)", &mut missing);
-    assert!(missing.is_empty(), "{missing:?}");
+    for version in SCHEMAS {
+        let mut missing = Vec::new();
+        walk(&schema_of(version), "(root)", &mut missing);
+        assert!(missing.is_empty(), "{version:?}: {missing:?}");
+    }
 }
 
 #[test]
 fn envelope_matches_upstream() {
-    let crd = crd();
+    for version in SCHEMAS {
+        envelope_of(version);
+    }
+}
+
+fn envelope_of(version: SchemaVersion) {
+    let crd = crd(version);
     assert_eq!(format!("{GROUP}/{VERSION}"), model::API_VERSION);
     assert_eq!(crd["apiVersion"], "apiextensions.k8s.io/v1");
     assert_eq!(crd["kind"], "CustomResourceDefinition");
@@ -146,9 +179,13 @@ fn envelope_matches_upstream() {
         "xbackends.gateway.networking.x-k8s.io"
     );
     let annotations = &crd["metadata"]["annotations"];
+    let bundle = match version {
+        SchemaVersion::Newest => "v0.0.0-dev",
+        SchemaVersion::V1_6 => "v1.6.1",
+    };
     assert_eq!(
         annotations["gateway.networking.k8s.io/bundle-version"],
-        "v1.6.1"
+        bundle
     );
     assert_eq!(
         annotations["gateway.networking.k8s.io/channel"],
@@ -184,173 +221,28 @@ fn envelope_matches_upstream() {
 
 #[test]
 fn yaml_output_parses_back_to_the_same_definition() {
-    let yaml = crd_yaml();
+    for version in SCHEMAS {
+        yaml_of(version);
+    }
+}
+
+fn yaml_of(version: SchemaVersion) {
+    let (list, _) = entry_names(version);
+    let yaml = crd_yaml(version);
     let parsed: Value = serde_yaml_ng::from_str(&yaml).expect("CRD YAML parses");
-    assert_eq!(parsed, crd());
+    assert_eq!(parsed, crd(version));
     assert!(
         yaml.starts_with("apiVersion: apiextensions.k8s.io/v1\n"),
         "{yaml}"
     );
     // YAML 1.1 readers take a bare True as a boolean; the enum must stay strings.
     let conditions = &parsed["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]
-        ["properties"]["parents"]["items"]["properties"]["conditions"];
+        ["properties"][list]["items"]["properties"]["conditions"];
     assert_eq!(
         conditions["items"]["properties"]["status"]["enum"],
         json!(["True", "False", "Unknown"])
     );
     assert!(!yaml.contains("- True\n"), "unquoted True in the output");
-}
-
-/// Every `XBackend` document of a directory, as JSON.
-fn xbackend_documents(dir: &Path) -> Vec<(String, Value)> {
-    let mut out = Vec::new();
-    let mut files: Vec<_> = std::fs::read_dir(dir)
-        .expect("examples directory")
-        .map(|e| e.expect("entry").path())
-        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
-        .collect();
-    files.sort();
-    for file in files {
-        let text = std::fs::read_to_string(&file).expect("example file");
-        for document in serde_yaml_ng::Deserializer::from_str(&text) {
-            let value: Value = serde::Deserialize::deserialize(document).expect("YAML");
-            if value["kind"] == model::KIND {
-                out.push((
-                    format!("{}: {}", file.display(), value["metadata"]["name"]),
-                    value,
-                ));
-            }
-        }
-    }
-    out
-}
-
-#[test]
-fn shipped_examples_pass_the_schema_and_the_validator() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/examples");
-    let documents = xbackend_documents(&dir);
-    assert!(documents.len() >= 3, "examples found: {}", documents.len());
-    let schema = schema();
-    for (name, value) in &documents {
-        assert_eq!(check(&schema, value), Vec::<String>::new(), "{name}");
-        let object: XBackend = serde_json::from_value(value.clone()).expect(name);
-        assert!(backend::validate(&object).is_ok(), "{name}");
-    }
-    let catalog = backend::load(&[dir]).expect("examples load");
-    assert!(catalog.problems.is_empty(), "{:?}", catalog.problems);
-    assert_eq!(catalog.backends.len(), documents.len());
-}
-
-/// A ClientAndServer Backend using every spec field, with a status a controller wrote.
-fn full_object() -> Value {
-    json!({
-        "apiVersion": "gateway.networking.x-k8s.io/v1alpha1",
-        "kind": "XBackend",
-        "metadata": {"name": "full", "namespace": "demo", "labels": {"a": "b"}},
-        "spec": {
-            "type": "ExternalHostname",
-            "externalHostname": {"hostname": "api.example.com"},
-            "port": {"name": "https", "port": 443},
-            "protocol": "HTTP2",
-            "tls": {
-                "mode": "ClientAndServer",
-                "clientCertificateRef": {"group": "", "kind": "Secret", "name": "client"},
-                "validation": {
-                    "hostname": "api.example.com",
-                    "caCertificateRefs": [{"group": "", "kind": "ConfigMap", "name": "ca"}],
-                    "subjectAltNames": [
-                        {"type": "Hostname", "hostname": "*.example.com"},
-                        {"type": "URI", "uri": "spiffe://td.example/ns/demo/sa/api"},
-                    ],
-                },
-            },
-        },
-        "status": {"parents": [{
-            "controllerName": "example.net/redirector",
-            "parentRef": {"name": "egress", "namespace": "demo", "port": 443},
-            "conditions": [{
-                "type": "Accepted", "status": "True", "reason": "Accepted", "message": "",
-                "observedGeneration": 1, "lastTransitionTime": "2026-01-01T00:00:00Z",
-            }],
-        }]},
-    })
-}
-
-#[test]
-fn a_full_object_passes_the_schema_and_the_validator() {
-    let value = full_object();
-    assert_eq!(check(&schema(), &value), Vec::<String>::new());
-    let object: XBackend = serde_json::from_value(value).expect("parses");
-    assert!(
-        backend::validate(&object).is_ok(),
-        "{:?}",
-        backend::validate(&object)
-    );
-}
-
-/// Objects that break an OpenAPI constraint: the structural check and the agent (parse
-/// plus validation) must both refuse each, at the same field.
-#[test]
-fn schema_and_validator_reject_the_same_shapes() {
-    let ca_ref = json!({"group": "", "kind": "ConfigMap", "name": "ca"});
-    let cases: Vec<(&str, &str, Value)> = vec![
-        ("minimum", "spec.port.port", json!(0)),
-        ("maximum", "spec.port.port", json!(65_536)),
-        ("type", "spec.port.port", json!("443")),
-        ("enum", "spec.protocol", json!("TLS")),
-        ("enum", "spec.tls.mode", json!("Strict")),
-        ("enum", "spec.type", json!("EndpointSelector")),
-        ("maxLength", "spec.port.name", json!("p".repeat(64))),
-        ("minLength", "spec.externalHostname.hostname", json!("")),
-        (
-            "maxLength",
-            "spec.tls.validation.hostname",
-            json!("h".repeat(254)),
-        ),
-        (
-            "maxItems",
-            "spec.tls.validation.caCertificateRefs",
-            json!(vec![ca_ref; 9]),
-        ),
-        (
-            "maxItems",
-            "spec.tls.validation.subjectAltNames",
-            json!(vec![json!({"type": "URI", "uri": "a://b"}); 6]),
-        ),
-        (
-            "enum",
-            "spec.tls.validation.subjectAltNames",
-            json!([{"type": "DNS", "hostname": "a.example.com"}]),
-        ),
-        (
-            "required",
-            "spec.tls.validation.caCertificateRefs",
-            json!([{"kind": "ConfigMap", "name": "ca"}]),
-        ),
-        ("unknown field", "spec.tls.validation.extra", json!(true)),
-    ];
-    for (constraint, field, replacement) in cases {
-        let mut value = full_object();
-        set(&mut value, field, replacement);
-        let structural = check(&schema(), &value);
-        assert!(
-            structural.iter().any(|e| e.starts_with(field)),
-            "{constraint} at {field}: schema accepted it: {structural:?}"
-        );
-        let agent = serde_json::from_value::<XBackend>(value)
-            .map_err(|e| e.to_string())
-            .and_then(|object| backend::validate(&object).map_err(|errors| format!("{errors:?}")));
-        assert!(agent.is_err(), "{constraint} at {field}: agent accepted it");
-    }
-}
-
-fn set(value: &mut Value, path: &str, replacement: Value) {
-    let mut node = value;
-    let parts: Vec<&str> = path.split('.').collect();
-    for part in &parts[..parts.len() - 1] {
-        node = &mut node[*part];
-    }
-    node[parts[parts.len() - 1]] = replacement;
 }
 
 #[test]

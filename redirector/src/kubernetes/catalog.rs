@@ -209,15 +209,29 @@ impl State {
         for object in &objects {
             let key = xbackends::key(object);
             let generation = object.metadata.generation.unwrap_or(0);
-            catalog.generations.insert(key.clone(), generation);
             match xbackends::load(object) {
-                Ok(backend) => {
+                Ok(loaded) => {
+                    catalog.notices.extend(loaded.notices);
+                    // An EndpointSelector Backend belongs to other controllers: no
+                    // redirect, and no status (only objects with a generation get one).
+                    let Some(backend) = loaded.backend else {
+                        self.last_good.remove(&key);
+                        continue;
+                    };
+                    catalog.generations.insert(key.clone(), generation);
                     let backend = Arc::new(backend);
                     catalog.origins.insert(key.clone(), xbackends::origin(&key));
                     self.last_good.insert(key.clone(), backend.clone());
                     catalog.backends.push(backend);
                 }
-                Err(problems) => catalog.problems.extend(problems),
+                Err(problems) => {
+                    // Even invalid, an EndpointSelector XBackend is other controllers'
+                    // to judge in status; its problems are still logged.
+                    if !xbackends::is_endpoint_selector(object) {
+                        catalog.generations.insert(key.clone(), generation);
+                    }
+                    catalog.problems.extend(problems);
+                }
             }
             present.insert(key);
         }

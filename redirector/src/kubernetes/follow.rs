@@ -205,7 +205,9 @@ fn trim(meta: &mut ObjectMeta) {
         labels.retain(|name, _| name == POLICY_LABEL);
     }
     if let Some(annotations) = &mut meta.annotations {
-        annotations.retain(|name, _| name == MIRROR_POD_ANNOTATION);
+        annotations.retain(|name, _| {
+            name == MIRROR_POD_ANNOTATION || name == crate::crd::BUNDLE_VERSION_ANNOTATION
+        });
     }
 }
 

@@ -1,13 +1,14 @@
-//! XBackend status: one entry of `status.parents` per XBackend for this controller,
-//! written by exactly one agent of the cluster (the holder of the Lease, `lease.rs`).
+//! XBackend status: one entry of `status.ancestors` (or, on a Gateway API v1.6 CRD,
+//! `status.parents`) per XBackend for this controller, written by exactly one agent of
+//! the cluster (the holder of the Lease, `lease.rs`).
 //!
-//! What is written, per XBackend:
+//! What is written, per XBackend (on a v1.6 CRD: `parents` and `parentRef`):
 //!
 //! ```yaml
 //! status:
-//!   parents:
+//!   ancestors:
 //!     - controllerName: redirector.dev/node-agent
-//!       parentRef: {group: "", kind: Namespace, name: <the XBackend's namespace>}
+//!       ancestorRef: {group: "", kind: Namespace, name: <the XBackend's namespace>}
 //!       conditions:
 //!         - type: Accepted       # False/Invalid: the validation problems (field: message)
 //!           status: "True"
@@ -45,6 +46,11 @@
 //! leader or a restart writes only what differs. `lastTransitionTime` changes only when
 //! a condition's status does.
 //!
+//! **The installed CRD decides the shape** (`installed`): the agent watches the XBackend
+//! CRD, writes in the shape its `status` schema has, logs which it found, and writes
+//! nothing while there is none. When the shape changes, every status is written again.
+//! `EndpointSelector` XBackends get no status (the catalog gives them no generation).
+//!
 //! **BackendPolicies** get their status from the same writer, in the same way
 //! (`status.ancestors`, one entry per targeted XBackend: `ancestors.rs`,
 //! `policy_writer.rs`).
@@ -64,7 +70,8 @@ use super::{
     lease::{self, LeaseConfig},
     xbackends,
 };
-use crate::backend::{ObjectKey, constraints, model};
+use crate::backend::{ObjectKey, constraints, constraints::SchemaVersion, model};
+use crate::crd::entry_names;
 
 /// `status.parents[].controllerName` of this controller (`domain/path`, as the CRD's
 /// pattern [`constraints::CONTROLLER_NAME`] requires).
@@ -119,7 +126,9 @@ impl StatusWriter {
             let election_stop = CancellationToken::new();
             let (mut leading, election) =
                 lease::spawn(client.clone(), lease, election_stop.clone());
-            write_while_leading(client, &mut leading, &mut updates, &shutdown).await;
+            let mut installed = installed::spawn(client.clone(), election_stop.clone());
+            let receivers = (&mut leading, &mut updates, &mut installed);
+            write_while_leading(client, receivers, &shutdown).await;
             election_stop.cancel();
             let _ = election.await;
         })
@@ -132,23 +141,39 @@ pub type Updates = (
     watch::Receiver<Vec<PolicyStatus>>,
 );
 
+/// What the writer waits on: whether this agent leads, the statuses to write, and the
+/// installed XBackend CRD.
+type Receivers<'a> = (
+    &'a mut watch::Receiver<bool>,
+    &'a mut Updates,
+    &'a mut watch::Receiver<InstalledCrd>,
+);
+
 async fn write_while_leading(
     client: Client,
-    leading: &mut watch::Receiver<bool>,
-    (updates, policies): &mut Updates,
+    (leading, (updates, policies), installed): Receivers<'_>,
     shutdown: &CancellationToken,
 ) {
     loop {
-        while !*leading.borrow_and_update() {
+        // Leading, and a CRD whose shape is known.
+        let schema = loop {
+            let schema = installed.borrow_and_update().schema();
+            match schema {
+                Some(schema) if *leading.borrow_and_update() => break schema,
+                _ => {}
+            }
             tokio::select! {
                 () = shutdown.cancelled() => return,
                 changed = leading.changed() => if changed.is_err() { return },
+                changed = installed.changed() => if changed.is_err() { return },
             }
-        }
-        let mut writer = Writer::new(client.clone());
+        };
+        let mut writer = Writer::new(client.clone(), schema);
         let mut policy_writer = PolicyWriter::new(client.clone());
         let mut synced: Option<Instant> = None;
-        while *leading.borrow() {
+        let same_shape =
+            |installed: &watch::Receiver<InstalledCrd>| installed.borrow().schema() == Some(schema);
+        while *leading.borrow() && same_shape(installed) {
             let resync = synced.is_none_or(|at| at.elapsed() >= RESYNC);
             let wrote = tokio::select! {
                 () = shutdown.cancelled() => return,
@@ -179,25 +204,30 @@ async fn write_while_leading(
                 changed = leading.changed() => if changed.is_err() { return },
                 changed = updates.changed() => if changed.is_err() { return },
                 changed = policies.changed() => if changed.is_err() { return },
+                changed = installed.changed() => if changed.is_err() { return },
                 () = tokio::time::sleep_until(wake) => {}
             }
         }
-        tracing::info!("no longer the status writer: stopped writing status");
+        if !*leading.borrow() {
+            tracing::info!("no longer the status writer: stopped writing status");
+        }
     }
 }
 
-/// The writes of one term as leader.
+/// The writes of one term as leader, in one shape of the CRD.
 struct Writer {
     client: Client,
+    schema: SchemaVersion,
     /// This controller's entry as the server holds it, per object (what was last
     /// written or read).
     known: BTreeMap<ObjectKey, ParentStatus>,
 }
 
 impl Writer {
-    fn new(client: Client) -> Self {
+    fn new(client: Client, schema: SchemaVersion) -> Self {
         Self {
             client,
+            schema,
             known: BTreeMap::new(),
         }
     }
@@ -212,7 +242,7 @@ impl Writer {
             Api::all_with(self.client.clone(), &xbackends::api_resource());
         let mut known = BTreeMap::new();
         for object in &list_all(&api).await.map_err(describe)? {
-            if let (Some(ours), _) = split_parents(object) {
+            if let (Some(ours), _) = split_parents(object, self.schema) {
                 known.insert(xbackends::key(object), ours);
             }
         }
@@ -266,7 +296,7 @@ impl Writer {
                 self.known.remove(key);
                 return Ok(());
             };
-            let (ours, mut parents) = split_parents(&current);
+            let (ours, mut parents) = split_parents(&current, self.schema);
             let entry = render(status, ours.as_ref(), &now());
             if ours.as_ref() == Some(&entry) {
                 self.known.insert(key.clone(), entry);
@@ -275,10 +305,11 @@ impl Writer {
             if !*leading.borrow() {
                 return Ok(());
             }
-            parents.push(serde_json::to_value(&entry).map_err(|e| e.to_string())?);
+            let (list, _) = entry_names(self.schema);
+            parents.push(entry_json(&entry, self.schema).map_err(|e| e.to_string())?);
             if parents.len() > constraints::MAX_PARENTS {
                 return Err(format!(
-                    "status.parents already holds {} entries of other controllers",
+                    "status.{list} already holds {} entries of other controllers",
                     parents.len() - 1
                 ));
             }
@@ -290,7 +321,7 @@ impl Writer {
                     "namespace": key.namespace,
                     "resourceVersion": current.metadata.resource_version,
                 },
-                "status": {"parents": parents},
+                "status": {(list): parents},
             });
             match apply_status(&api, &key.name, &body).await? {
                 Applied::Written => {
@@ -321,11 +352,13 @@ impl Writer {
 }
 
 mod ancestors;
+mod installed;
 mod policy_writer;
 mod render;
 mod requests;
 
 pub use ancestors::{PolicyStatus, policy_statuses};
+use installed::InstalledCrd;
 use policy_writer::PolicyWriter;
 use render::*;
 pub use render::{ObjectStatus, object_statuses};

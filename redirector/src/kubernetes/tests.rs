@@ -63,7 +63,8 @@ fn located(problems: &[Problem]) -> Vec<(Option<String>, Option<String>, String)
 
 #[test]
 fn a_valid_object_gives_the_same_backend_as_the_directory_source() {
-    let loaded = xbackends::load(&from_server(VALID)).expect("valid");
+    let loaded = (xbackends::load(&from_server(VALID)).expect("valid").backend)
+        .expect("an ExternalHostname Backend");
     let directory = from_directory(VALID);
     assert_eq!(directory.backends, vec![Arc::new(loaded.clone())]);
     let refs: Vec<&ObjectRef> = xbackends::references(&loaded).collect();
@@ -221,4 +222,27 @@ fn a_broken_policy_from_the_api_is_the_directorys_problem_and_still_names_its_ta
         "k8s://backendpolicies/demo/keys"
     );
     assert_eq!(policies::observed(&object).targets, ["api"]);
+}
+
+#[test]
+fn an_endpoint_selector_object_loads_with_no_backend_and_a_note() {
+    let yaml = "apiVersion: gateway.networking.x-k8s.io/v1alpha1\nkind: XBackend\n\
+                metadata: {name: db, namespace: demo}\n\
+                spec: {type: EndpointSelector, endpointSelector: {matchLabels: {app: db}}, \
+                port: {number: 5432}}\n";
+    let object = from_server(yaml);
+    assert!(xbackends::is_endpoint_selector(&object));
+    let loaded = xbackends::load(&object).expect("valid");
+    assert_eq!(loaded.backend, None);
+    let notes: Vec<String> = loaded.notices.iter().map(ToString::to_string).collect();
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    assert!(
+        notes[0].starts_with("k8s://demo/db: XBackend demo/db: spec.type: EndpointSelector"),
+        "{notes:?}"
+    );
+    // Invalid, it is still recognised as one (no status is written for it).
+    let invalid = from_server(&yaml.replace("{app: db}", "{}"));
+    assert!(xbackends::is_endpoint_selector(&invalid));
+    assert!(xbackends::load(&invalid).is_err());
+    assert!(!xbackends::is_endpoint_selector(&from_server(VALID)));
 }

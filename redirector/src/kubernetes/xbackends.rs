@@ -43,13 +43,26 @@ pub(super) fn key(object: &DynamicObject) -> ObjectKey {
     )
 }
 
+/// Whether the object says `spec.type: EndpointSelector` (whatever else is wrong with it).
+pub(super) fn is_endpoint_selector(object: &DynamicObject) -> bool {
+    let type_ = serde_json::from_value::<model::BackendType>(object.data["spec"]["type"].clone());
+    type_.is_ok_and(|t| t == model::BackendType::EndpointSelector)
+}
+
 /// Fuzzing: untrusted JSON as the API server could send it, parsed and validated.
 pub(crate) fn fuzz(json: &[u8]) -> bool {
     serde_json::from_slice::<DynamicObject>(json).is_ok_and(|object| load(&object).is_ok())
 }
 
+/// A valid object: its Backend (`None` for an `EndpointSelector` one, which this agent
+/// leaves to other controllers) and the notices to log about it.
+pub(super) struct Loaded {
+    pub backend: Option<Backend>,
+    pub notices: Vec<Problem>,
+}
+
 /// Parses and validates one object.
-pub(super) fn load(object: &DynamicObject) -> Result<Backend, Vec<Problem>> {
+pub(super) fn load(object: &DynamicObject) -> Result<Loaded, Vec<Problem>> {
     let key = key(object);
     let problem = |field: Option<String>, message: String| Problem {
         file: origin(&key),
@@ -58,12 +71,18 @@ pub(super) fn load(object: &DynamicObject) -> Result<Backend, Vec<Problem>> {
         message,
     };
     let parsed = parse(object).map_err(|(field, message)| vec![problem(field, message)])?;
-    backend::validate(&parsed).map_err(|errors| {
-        errors
+    match backend::validate(&parsed) {
+        Ok(validated) => Ok(Loaded {
+            backend: validated.backend,
+            notices: (validated.notices.into_iter())
+                .map(|n| problem(Some(n.field), n.message))
+                .collect(),
+        }),
+        Err(errors) => Err(errors
             .into_iter()
             .map(|e| problem(Some(e.field), e.message))
-            .collect()
-    })
+            .collect()),
+    }
 }
 
 /// The object as the model sees it. `status` is dropped: other controllers write it, the

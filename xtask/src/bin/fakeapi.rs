@@ -14,7 +14,8 @@
 //! and Pods (`api/v1`), Leases (`apis/coordination.k8s.io/v1`), all-namespaces and
 //! namespaced collections and single objects; cluster-scoped Namespaces and Nodes
 //! (`api/v1`) and ServiceCIDRs (`apis/networking.k8s.io/v1`), collections only (a file
-//! `.no-servicecidrs` in DIR makes the last answer 404, as before Kubernetes 1.33):
+//! `.no-servicecidrs` in DIR makes the last answer 404, as before Kubernetes 1.33) and
+//! CustomResourceDefinitions (`apis/apiextensions.k8s.io/v1`, collections only):
 //! - list: `{"kind":"XBackendList","metadata":{"resourceVersion":"N"},"items":[...]}`,
 //!   with `limit`/`continue`, `fieldSelector` (`metadata.name`, `metadata.namespace`,
 //!   `spec.nodeName` for pods, `=`, `==`, `!=`), `labelSelector`, and metadata-only

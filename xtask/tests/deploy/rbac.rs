@@ -295,6 +295,8 @@ const REVIEWED: &[&str] = &[
     "cluster policy.redirector.dev/backendpolicies list",
     "cluster policy.redirector.dev/backendpolicies watch",
     "cluster policy.redirector.dev/backendpolicies/status patch",
+    "cluster apiextensions.k8s.io/customresourcedefinitions[xbackends.gateway.networking.x-k8s.io] list",
+    "cluster apiextensions.k8s.io/customresourcedefinitions[xbackends.gateway.networking.x-k8s.io] watch",
     "cluster /pods list",
     "cluster /pods watch",
     "cluster /configmaps list",

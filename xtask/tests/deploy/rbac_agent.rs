@@ -94,6 +94,9 @@ fn every_api_request_of_the_agent_is_authorized_and_every_grant_is_used() {
     api.wait_for_request("watch", xbackends, &[]);
     let policies = "/apis/policy.redirector.dev/v1alpha1/backendpolicies";
     api.wait_for_request("watch", policies, &[]);
+    let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+    let crd_name = "fieldSelector=metadata.name=xbackends.gateway.networking.x-k8s.io";
+    api.wait_for_request("watch", crds, &[crd_name]);
     let on_node = format!("fieldSelector=spec.nodeName={NODE_NAME}");
     api.wait_for_request("watch", "/api/v1/pods", &[&on_node]);
     let ca_name = "fieldSelector=metadata.name=api-ca";

@@ -117,7 +117,7 @@ fn only_the_leader_writes_and_a_released_lease_passes_to_the_other_agent() {
     let before = t.api.status_patches().len();
     t.api.apply(
         "other",
-        &other_backend().replace("port: 9090", "port: 9091"),
+        &other_backend().replace("number: 9090", "number: 9091"),
     );
     let moved = t.api.wait_for_status_patches(before);
     assert_eq!(objects_of(&moved), ["demo/other"]);

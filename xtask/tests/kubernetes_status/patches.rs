@@ -36,14 +36,32 @@ pub(super) fn of<'a>(patches: &'a [Value], object: &str) -> Vec<&'a Value> {
     patches.iter().filter(|p| object_of(p) == object).collect()
 }
 
+/// The status list and reference names a patch uses: `("ancestors", "ancestorRef")` on
+/// a cluster with upstream's newest CRD, `("parents", "parentRef")` on a v1.6 one.
+pub(super) fn shape_of(patch: &Value) -> (&'static str, &'static str) {
+    let status = &patch["body"]["status"];
+    match (status.get("ancestors"), status.get("parents")) {
+        (Some(_), None) => ("ancestors", "ancestorRef"),
+        (None, Some(_)) => ("parents", "parentRef"),
+        _ => panic!("not exactly one of status.ancestors, status.parents: {patch}"),
+    }
+}
+
 /// This controller's entry in a patch (checked to be the only one).
 pub(super) fn entry(patch: &Value) -> &Value {
-    let parents = patch["body"]["status"]["parents"]
+    let (list, _) = shape_of(patch);
+    let entries = patch["body"]["status"][list]
         .as_array()
-        .unwrap_or_else(|| panic!("no status.parents: {patch}"));
-    assert_eq!(parents.len(), 1, "{patch}");
-    assert_eq!(parents[0]["controllerName"], CONTROLLER, "{patch}");
-    &parents[0]
+        .unwrap_or_else(|| panic!("no status.{list}: {patch}"));
+    assert_eq!(entries.len(), 1, "{patch}");
+    assert_eq!(entries[0]["controllerName"], CONTROLLER, "{patch}");
+    &entries[0]
+}
+
+/// The reference of this controller's entry (`ancestorRef` or `parentRef`).
+pub(super) fn reference(patch: &Value) -> &Value {
+    let (_, reference) = shape_of(patch);
+    &entry(patch)[reference]
 }
 
 /// The condition `type_` of a patch's entry.

@@ -6,7 +6,8 @@ use xtask::netlab::agent::Agent;
 use super::{
     LEASE, logged,
     patches::{
-        condition, entry, expect, message, objects_of, of, patches_until, state, transition,
+        condition, entry, expect, message, objects_of, of, patches_until, reference, shape_of,
+        state, transition,
     },
     start_agent, wrote,
 };
@@ -81,9 +82,11 @@ fn status_says_accepted_and_resolved_refs_with_upstream_reasons() {
         // The resourceVersion read: the precondition that keeps other controllers'
         // entries (none here) from being lost.
         assert!(body["metadata"]["resourceVersion"].is_string(), "{patch}");
-        // The parent: the XBackend's own Namespace.
+        // The ancestor: the XBackend's own Namespace, in the installed (newest) CRD's
+        // shape.
+        assert_eq!(shape_of(patch), ("ancestors", "ancestorRef"), "{patch}");
         assert_eq!(
-            entry(patch)["parentRef"],
+            *reference(patch),
             serde_json::json!({"group": "", "kind": "Namespace", "name": "demo"}),
             "{patch}"
         );
@@ -169,7 +172,7 @@ fn status_is_written_once_per_change_and_not_again_after_a_restart() {
     t.api.wait_for("event MODIFIED xbackends demo/echo");
     t.api.apply(
         "other",
-        &other_backend().replace("port: 9090", "port: 9091"),
+        &other_backend().replace("number: 9090", "number: 9091"),
     );
     let moved = t.api.wait_for_status_patches(2);
     assert_eq!(objects_of(&moved), ["demo/other"]);

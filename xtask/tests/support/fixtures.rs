@@ -22,7 +22,7 @@ pub fn xbackend(namespace: &str, name: &str, hostname: &str, port: u32) -> Strin
         "apiVersion: gateway.networking.x-k8s.io/v1alpha1\nkind: XBackend\n\
          metadata: {{name: {name}, namespace: {namespace}}}\n\
          spec:\n  type: ExternalHostname\n  externalHostname: {{hostname: {hostname}}}\n  \
-         port: {{port: {port}}}\n"
+         port: {{number: {port}}}\n"
     )
 }
 

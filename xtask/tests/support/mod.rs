@@ -46,7 +46,7 @@ spec:
   externalHostname:
     hostname: echo.redirector.test
   port:
-    port: 8080
+    number: 8080
   protocol: TCP
 "#;
 
@@ -186,11 +186,19 @@ pub mod fakeapi {
         /// also serves agents of other nodes linked to `netns` (see
         /// [`FakeApi::agent_args_via`]). [`FakeApi::kubeconfig`] still says 127.0.0.1.
         pub fn start_on(netns: &Netns, yaml: &str, bind: &str) -> FakeApi {
+            FakeApi::start_with_crd(netns, yaml, bind, "newest")
+        }
+
+        /// [`FakeApi::start_on`] with the XBackend CRD of `gateway_api` installed (as
+        /// `redirector crd --gateway-api` prints it: `newest` or `v1.6`); every cluster
+        /// the agent runs on has one, and the agent writes status in its shape.
+        pub fn start_with_crd(netns: &Netns, yaml: &str, bind: &str, gateway_api: &str) -> FakeApi {
             let dir = tempfile::tempdir().expect("fakeapi dir");
             let state = dir.path().join("state");
             std::fs::create_dir(&state).expect("state dir");
             let text = serde_json::to_string_pretty(&documents(yaml)).expect("JSON");
             write_atomically(&state, "initial.json", &text);
+            write_atomically(&state, "xbackend-crd.json", &crd_json(gateway_api));
             let local = match bind.parse::<std::net::SocketAddr>() {
                 Ok(addr) if addr.ip().is_unspecified() => format!("127.0.0.1:{}", addr.port()),
                 _ => bind.to_owned(),
@@ -252,6 +260,16 @@ pub mod fakeapi {
         pub fn apply_objects(&self, name: &str, objects: Vec<Value>) {
             let text = serde_json::to_string_pretty(&objects).expect("JSON");
             write_atomically(&self.state_dir(), &format!("{name}.json"), &text);
+        }
+
+        /// Replaces the installed XBackend CRD with `gateway_api`'s (see
+        /// [`FakeApi::start_with_crd`]).
+        pub fn install_crd(&self, gateway_api: &str) {
+            write_atomically(
+                &self.state_dir(),
+                "xbackend-crd.json",
+                &crd_json(gateway_api),
+            );
         }
 
         /// Deletes the objects stored as `name`.
@@ -374,6 +392,21 @@ pub mod fakeapi {
             .map(|document| Value::deserialize(document).expect("YAML"))
             .filter(|value| !value.is_null())
             .collect()
+    }
+
+    /// The XBackend CRD `redirector crd --gateway-api VERSION` prints, as JSON: the one a
+    /// cluster would have had applied from it.
+    fn crd_json(gateway_api: &str) -> String {
+        let out = xtask::netlab::agent::redirector(&["crd", "--gateway-api", gateway_api])
+            .expect("redirector crd");
+        assert!(out.status.success(), "redirector crd: {out:?}");
+        let yaml = String::from_utf8(out.stdout).expect("UTF-8");
+        let crds: Vec<Value> = documents(&yaml)
+            .into_iter()
+            .filter(|d| d["metadata"]["name"] == "xbackends.gateway.networking.x-k8s.io")
+            .collect();
+        assert_eq!(crds.len(), 1, "one XBackend CRD in `redirector crd`");
+        serde_json::to_string_pretty(&crds).expect("JSON")
     }
 
     fn write_atomically(dir: &Path, name: &str, text: &str) {

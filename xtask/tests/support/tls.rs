@@ -76,7 +76,7 @@ metadata: {{name: api, namespace: demo}}
 spec:
   type: ExternalHostname
   externalHostname: {{hostname: {API_HOST}}}
-  port: {{port: {API_PORT}}}
+  port: {{number: {API_PORT}}}
   protocol: {}
 ",
             self.protocol

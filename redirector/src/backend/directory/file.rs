@@ -43,7 +43,12 @@ pub(super) enum Content {
 
 #[derive(Debug)]
 pub(super) enum Object {
-    Backend(Arc<Backend>),
+    /// A valid XBackend: its Backend (`None` for one this agent leaves to other
+    /// controllers, `EndpointSelector`) and what the operator should be told about it.
+    Backend {
+        backend: Option<Arc<Backend>>,
+        notices: Vec<Failure>,
+    },
     ConfigMap(BTreeMap<String, String>),
     Secret(BTreeMap<String, Vec<u8>>),
     Policy(Arc<BackendPolicy>),
@@ -171,7 +176,12 @@ fn named(
 fn xbackend(value: Value) -> Result<Object, Vec<Failure>> {
     let parsed: XBackend = serde_path_to_error::deserialize(value).map_err(|e| vec![e.into()])?;
     validate(&parsed)
-        .map(|backend| Object::Backend(Arc::new(backend)))
+        .map(|validated| Object::Backend {
+            backend: validated.backend.map(Arc::new),
+            notices: (validated.notices.into_iter())
+                .map(|n| Failure::at(n.field, n.message))
+                .collect(),
+        })
         .map_err(|errors| {
             errors
                 .into_iter()

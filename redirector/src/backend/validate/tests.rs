@@ -5,10 +5,13 @@
 //! validation, as a file does, because required fields, types and enums fail in `model`.
 
 mod rules;
+mod shapes;
 mod spec_cases;
 mod tls_cases;
+pub(crate) mod upstream_cases;
 
 use super::*;
+use crate::backend::constraints::SchemaVersion;
 use crate::backend::directory::Failure;
 use crate::backend::model::XBackend;
 
@@ -18,7 +21,7 @@ const SYSTEM: &str = "wellKnownCACertificates: System";
 const CA_REF: &str = "caCertificateRefs: [{group: '', kind: ConfigMap, name: ca}]";
 
 /// `(rule id, case name, metadata, spec, None if valid else the one field reported)`.
-type Case = (
+pub(crate) type Case = (
     &'static str,
     &'static str,
     &'static str,
@@ -28,7 +31,7 @@ type Case = (
 
 /// An XBackend document in YAML flow style, so that a case fits on one line. A `spec`
 /// of `-` leaves the spec out.
-fn document(meta: &str, spec: &str) -> String {
+pub(crate) fn document(meta: &str, spec: &str) -> String {
     let spec = match spec {
         "-" => String::new(),
         spec => format!(", spec: {{{spec}}}"),
@@ -53,19 +56,34 @@ fn parse(meta: &str, spec: &str) -> XBackend {
 }
 
 /// Parsing then validation; the fields of every error.
-fn outcome(meta: &str, spec: &str) -> Result<Backend, Vec<String>> {
+fn outcome(meta: &str, spec: &str) -> Result<Validated, Vec<String>> {
     let object = parse_checked(meta, spec).map_err(|f| vec![f.field.unwrap_or_default()])?;
     validate(&object).map_err(|errors| errors.into_iter().map(|e| e.field).collect())
 }
 
+/// Parsing then validation; the Backend of a valid object, every error rendered.
+fn backend(meta: &str, spec: &str) -> Result<Option<Backend>, Vec<String>> {
+    validate(&parse(meta, spec))
+        .map(|v| v.backend)
+        .map_err(|errors| errors.iter().map(ToString::to_string).collect())
+}
+
+/// An ExternalHostname Backend in the newest shape (`port: {number}`).
 fn plain(hostname: &str, port: &str) -> String {
+    format!(
+        "type: ExternalHostname, externalHostname: {{hostname: '{hostname}'}}, port: {{number: {port}}}"
+    )
+}
+
+/// The same in the v1.6 shape (`port: {port}`).
+fn plain16(hostname: &str, port: &str) -> String {
     format!(
         "type: ExternalHostname, externalHostname: {{hostname: '{hostname}'}}, port: {{port: {port}}}"
     )
 }
 
 fn with_tls(tls: &str) -> String {
-    format!("type: ExternalHostname, {HOST}, port: {{port: 443}}, tls: {{{tls}}}")
+    format!("type: ExternalHostname, {HOST}, port: {{number: 443}}, tls: {{{tls}}}")
 }
 
 fn server_only(validation: &str) -> String {
@@ -103,6 +121,7 @@ fn ca_refs(n: usize) -> String {
 fn all_cases() -> Vec<Case> {
     let mut cases = spec_cases::cases();
     cases.extend(tls_cases::cases());
+    cases.extend(upstream_cases::cases());
     cases
 }
 
@@ -148,10 +167,7 @@ fn every_rule_has_a_valid_and_an_invalid_case() {
 
 #[test]
 fn plain_backend_model() {
-    let backend = validate(&parse(
-        "{name: echo}",
-        &plain("echo.redirector.test", "8080"),
-    ));
+    let backend = backend("{name: echo}", &plain("echo.redirector.test", "8080"));
     let want = Backend {
         key: ObjectKey::new("default", "echo"),
         hostname: "echo.redirector.test".into(),
@@ -159,12 +175,12 @@ fn plain_backend_model() {
         protocol: Protocol::Tcp,
         tls: None,
     };
-    assert_eq!(backend, Ok(want));
+    assert_eq!(backend, Ok(Some(want)));
 }
 
 #[test]
 fn mode_none_keeps_tls_block() {
-    let backend = validate(&parse(META, &with_tls("mode: None"))).map(|b| b.tls);
+    let backend = backend(META, &with_tls("mode: None")).map(|b| b.and_then(|b| b.tls));
     let want = BackendTls {
         mode: TlsMode::None,
         hostname: "api.example.com".into(),
@@ -183,7 +199,7 @@ fn mtls_model_resolves_references_in_namespace() {
             "mode: ClientAndServer, clientCertificateRef: {name: client}, validation: {hostname: api.example.com, caCertificateRefs: [{group: '', kind: ConfigMap, name: ca}, {group: '', kind: Secret, name: ca2}], subjectAltNames: [{type: URI, uri: 'spiffe://td/x'}, {type: Hostname, hostname: '*.example.com'}]}"
         )
     );
-    let backend = validate(&parse(META, &spec));
+    let backend = backend(META, &spec);
     let object_ref = |kind, name| ObjectRef {
         kind,
         key: ObjectKey::new("demo", name),
@@ -207,12 +223,12 @@ fn mtls_model_resolves_references_in_namespace() {
             client_certificate: Some(object_ref(RefKind::Secret, "client")),
         }),
     };
-    assert_eq!(backend, Ok(want));
+    assert_eq!(backend, Ok(Some(want)));
 }
 
 #[test]
 fn all_errors_are_reported_at_once() {
-    let spec = "type: ExternalHostname, externalHostname: {hostname: 10.0.0.1}, port: {port: 0}, tls: {mode: ServerOnly}";
+    let spec = "type: ExternalHostname, externalHostname: {hostname: 10.0.0.1}, port: {number: 0}, tls: {mode: ServerOnly}";
     let errors = validate(&parse("{namespace: demo}", spec))
         .err()
         .unwrap_or_default();
@@ -222,7 +238,7 @@ fn all_errors_are_reported_at_once() {
         [
             "metadata.name",
             "spec.externalHostname.hostname",
-            "spec.port.port",
+            "spec.port.number",
             "spec.tls.validation"
         ]
     );
@@ -261,6 +277,10 @@ fn messages_name_the_field_and_the_fix() {
         ),
         (
             plain("a.example.com", "0"),
+            "spec.port.number: must be 1..=65535",
+        ),
+        (
+            plain16("a.example.com", "0"),
             "spec.port.port: must be 1..=65535",
         ),
         (
@@ -280,14 +300,14 @@ fn parse_errors_name_the_field() {
     let cases = [
         ("-", "spec", "required"),
         (
-            "type: ExternalHostname, port: {name: x}",
-            "spec.port.port",
-            "required",
+            "type: ExternalHostname, port: {number: 1, nam: x}",
+            "spec.port.nam",
+            "unknown field",
         ),
         (&*with_tls(""), "spec.tls.mode", "required"),
         (
             &*plain("a.example.com", "'443'"),
-            "spec.port.port",
+            "spec.port.number",
             "invalid type",
         ),
         (
@@ -312,10 +332,16 @@ fn every_protocol_maps() {
         ("HTTP11", Protocol::Http11),
         ("H2C", Protocol::H2c),
         ("MCP", Protocol::Mcp),
+        ("GRPC", Protocol::Grpc),
+        ("WSS", Protocol::Wss),
     ] {
-        let spec = format!("{}, protocol: {yaml}", plain("a.example.com", "80"));
-        let got = validate(&parse(META, &spec)).map(|b| b.protocol);
-        assert_eq!(got, Ok(want), "{yaml}");
+        let tls = format!("mode: ServerOnly, validation: {{hostname: api.example.com, {SYSTEM}}}");
+        let spec = match want {
+            Protocol::Http2 | Protocol::Wss => format!("{}, protocol: {yaml}", with_tls(&tls)),
+            _ => format!("{}, protocol: {yaml}", plain("a.example.com", "80")),
+        };
+        let got = backend(META, &spec).map(|b| b.map(|b| b.protocol));
+        assert_eq!(got, Ok(Some(want)), "{yaml}");
         assert_eq!(want.as_str(), yaml);
     }
 }
@@ -326,20 +352,4 @@ fn object_key_displays_and_orders() {
     let b = ObjectKey::new("b", "a");
     assert_eq!(a.to_string(), "a/z");
     assert!(a < b, "namespace sorts first");
-}
-
-#[test]
-fn h2c_with_tls_origination_is_refused() {
-    let tls = format!(
-        "{}, protocol: H2C",
-        server_only(&format!("hostname: api.example.com, {SYSTEM}"))
-    );
-    assert_eq!(outcome(META, &tls).unwrap_err(), ["spec.protocol"]);
-    let none = format!("{}, protocol: H2C", with_tls("mode: None"));
-    assert!(outcome(META, &none).is_ok(), "{none}");
-    let http2 = format!(
-        "{}, protocol: HTTP2",
-        server_only(&format!("hostname: api.example.com, {SYSTEM}"))
-    );
-    assert!(outcome(META, &http2).is_ok(), "{http2}");
 }

@@ -1,5 +1,6 @@
 //! What the status of one XBackend says, and how it is rendered into this controller's
-//! `status.parents` entry (see the parent module for the choices).
+//! `status.ancestors` (or v1.6 `status.parents`) entry (see the parent module for the
+//! choices).
 
 use std::collections::BTreeMap;
 
@@ -10,9 +11,14 @@ use serde_json::Value;
 
 use super::CONTROLLER_NAME;
 use crate::{
-    backend::{Backend, CaSource, Catalog, ObjectKey},
+    backend::{Backend, CaSource, Catalog, ObjectKey, constraints::SchemaVersion},
+    crd::entry_names,
     tls::TlsConfigError,
 };
+
+/// The JSON name of the reference in [`ParentStatus`] as serde writes it; renamed to
+/// the shape's own (`ancestorRef`) on the way out and back.
+const SERDE_REFERENCE: &str = "parentRef";
 
 /// `maxLength` of `metav1.Condition.message`.
 pub(super) const MAX_MESSAGE: usize = 32_768;
@@ -277,17 +283,44 @@ pub(super) fn now() -> String {
     Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
-/// The entries of `status.parents`: this controller's (the first, parsed) and the others.
-pub(super) fn split_parents(object: &DynamicObject) -> (Option<ParentStatus>, Vec<Value>) {
-    let parents = object.data["status"]["parents"]
+/// The entries of the status list of `schema` (`ancestors` or `parents`): this
+/// controller's (the first, parsed) and the others, as they are.
+pub(super) fn split_parents(
+    object: &DynamicObject,
+    schema: SchemaVersion,
+) -> (Option<ParentStatus>, Vec<Value>) {
+    let (list, reference) = entry_names(schema);
+    let parents = object.data["status"][list]
         .as_array()
         .cloned()
         .unwrap_or_default();
     let (ours, others): (Vec<Value>, Vec<Value>) = parents
         .into_iter()
         .partition(|p| p["controllerName"].as_str() == Some(CONTROLLER_NAME));
-    let ours = ours
-        .into_iter()
-        .find_map(|p| serde_json::from_value::<ParentStatus>(p).ok());
+    let ours = ours.into_iter().find_map(|mut p| {
+        rename(&mut p, reference, SERDE_REFERENCE);
+        serde_json::from_value::<ParentStatus>(p).ok()
+    });
     (ours, others)
+}
+
+/// `entry` as JSON in the shape of `schema` (`ancestorRef` or `parentRef`).
+pub(super) fn entry_json(
+    entry: &ParentStatus,
+    schema: SchemaVersion,
+) -> Result<Value, serde_json::Error> {
+    let mut value = serde_json::to_value(entry)?;
+    rename(&mut value, SERDE_REFERENCE, entry_names(schema).1);
+    Ok(value)
+}
+
+fn rename(value: &mut Value, from: &str, to: &str) {
+    if from == to {
+        return;
+    }
+    if let Some(fields) = value.as_object_mut()
+        && let Some(moved) = fields.remove(from)
+    {
+        fields.insert(to.to_owned(), moved);
+    }
 }

@@ -94,23 +94,31 @@ fn transition_time_moves_only_when_a_condition_status_changes() {
 
 #[test]
 fn other_controllers_entries_are_kept_apart() {
-    let mut object: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": model::API_VERSION, "kind": model::KIND,
-        "metadata": {"name": "api", "namespace": "demo"},
-        "status": {"parents": [
-            {"controllerName": "example.net/gateway", "parentRef": {"name": "gw"}},
-            serde_json::to_value(render(&status(Ok(()), Ok(())), None, T0)).expect("JSON"),
-        ]},
-    }))
-    .expect("object");
-    let (ours, others) = split_parents(&object);
-    assert_eq!(ours, Some(render(&status(Ok(()), Ok(())), None, T0)));
-    assert_eq!(
-        others,
-        vec![json!({"controllerName": "example.net/gateway", "parentRef": {"name": "gw"}})]
-    );
-    object.data["status"] = json!({});
-    assert_eq!(split_parents(&object), (None, Vec::new()));
+    for schema in [SchemaVersion::Newest, SchemaVersion::V1_6] {
+        let (list, reference) = crate::crd::entry_names(schema);
+        let ours = render(&status(Ok(()), Ok(())), None, T0);
+        let other = json!({"controllerName": "example.net/gateway", (reference): {"name": "gw"}});
+        let mut object: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": model::API_VERSION, "kind": model::KIND,
+            "metadata": {"name": "api", "namespace": "demo"},
+            "status": {(list): [other.clone(), entry_json(&ours, schema).expect("JSON")]},
+        }))
+        .expect("object");
+        assert_eq!(split_parents(&object, schema), (Some(ours), vec![other]));
+        object.data["status"] = json!({});
+        assert_eq!(split_parents(&object, schema), (None, Vec::new()));
+    }
+}
+
+#[test]
+fn the_entry_names_its_reference_as_the_shape_does() {
+    let entry = render(&status(Ok(()), Ok(())), None, T0);
+    let newest = entry_json(&entry, SchemaVersion::Newest).expect("JSON");
+    assert_eq!(newest["ancestorRef"]["kind"], "Namespace");
+    assert!(newest.get("parentRef").is_none(), "{newest}");
+    let v16 = entry_json(&entry, SchemaVersion::V1_6).expect("JSON");
+    assert_eq!(v16["parentRef"]["kind"], "Namespace");
+    assert!(v16.get("ancestorRef").is_none(), "{v16}");
 }
 
 const TLS_BACKEND: &str = r#"

@@ -13,7 +13,7 @@ pub struct Resource {
     pub cluster: bool,
 }
 
-pub const RESOURCES: [Resource; 9] = [
+pub const RESOURCES: [Resource; 10] = [
     Resource {
         prefix: "apis/gateway.networking.x-k8s.io/v1alpha1",
         plural: "xbackends",
@@ -83,6 +83,16 @@ pub const RESOURCES: [Resource; 9] = [
         plural: "servicecidrs",
         kind: "ServiceCIDR",
         api_version: "networking.k8s.io/v1",
+        fields: &[],
+        cluster: true,
+    },
+    // The agent reads the XBackend CRD to write status in its shape; tests put one in
+    // the state like any object (`redirector crd` as JSON).
+    Resource {
+        prefix: "apis/apiextensions.k8s.io/v1",
+        plural: "customresourcedefinitions",
+        kind: "CustomResourceDefinition",
+        api_version: "apiextensions.k8s.io/v1",
         fields: &[],
         cluster: true,
     },

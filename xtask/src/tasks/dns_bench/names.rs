@@ -105,7 +105,7 @@ pub fn backends_yaml(count: usize) -> String {
             "---\napiVersion: gateway.networking.x-k8s.io/v1alpha1\nkind: XBackend\n\
              metadata: {{name: be{i:03}, namespace: {NAMESPACE}}}\n\
              spec:\n  type: ExternalHostname\n  externalHostname: {{hostname: {}}}\n  \
-             port: {{port: {BACKEND_PORT}}}\n  protocol: TCP\n",
+             port: {{number: {BACKEND_PORT}}}\n  protocol: TCP\n",
             Kind::Backend.name(i)
         );
     }

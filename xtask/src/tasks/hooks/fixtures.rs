@@ -140,7 +140,7 @@ pub fn backend_yaml() -> String {
         "apiVersion: gateway.networking.x-k8s.io/v1alpha1\nkind: XBackend\n\
          metadata: {{name: echo, namespace: demo}}\n\
          spec:\n  type: ExternalHostname\n  externalHostname: {{hostname: {HOSTNAME}}}\n  \
-         port: {{port: {PORT}}}\n  protocol: TCP\n"
+         port: {{number: {PORT}}}\n  protocol: TCP\n"
     )
 }
 

@@ -311,7 +311,7 @@ fn backend_yaml(ca_pem: &str) -> String {
             "apiVersion: gateway.networking.x-k8s.io/v1alpha1\nkind: XBackend\n\
              metadata: {{name: {}, namespace: load}}\n\
              spec:\n  type: ExternalHostname\n  externalHostname: {{hostname: {}}}\n  \
-             port: {{port: {}}}\n  protocol: {}\n{}",
+             port: {{number: {}}}\n  protocol: {}\n{}",
             t.name,
             t.hostname,
             t.addr.port(),

@@ -1,6 +1,7 @@
 //! The rules the tables cover, each with its source: an OpenAPI constraint or CEL rule of
-//! the upstream CRD (Gateway API v1.6.1), the Kubernetes API server, or "stricter" for a
-//! rule this agent adds (listed in the module doc of `validate`).
+//! the upstream CRD (newest, or v1.6.1 for v1.6-shaped objects), the Kubernetes API
+//! server, or "stricter" for a rule this agent adds (listed in the module doc of
+//! `validate`).
 
 /// `(rule id used by the case tables, where the rule comes from)`.
 pub const RULES: &[(&str, &str)] = &[
@@ -15,26 +16,54 @@ pub const RULES: &[(&str, &str)] = &[
         "stricter: unknown fields are errors (kubectl strict field validation)",
     ),
     ("type.required", "OpenAPI: spec required [type]"),
-    ("type.enum", "OpenAPI: spec.type enum [ExternalHostname]"),
+    (
+        "type.enum",
+        "OpenAPI: spec.type enum [ExternalHostname EndpointSelector] (v1.6: [ExternalHostname])",
+    ),
     (
         "type.member",
         "CEL on spec: type == 'ExternalHostname' ? has(externalHostname) : !has(externalHostname)",
     ),
     (
         "port.required",
-        "OpenAPI: spec required [port], spec.port required [port]",
+        "OpenAPI: spec required [port]; spec.port minProperties 1 (v1.6: required [port])",
     ),
     (
         "port.type",
-        "OpenAPI: spec.port.port type integer, format int32",
+        "OpenAPI: spec.port.number (v1.6: spec.port.port) type integer, format int32",
     ),
     (
         "port.range",
-        "OpenAPI: spec.port.port minimum 1, maximum 65535",
+        "OpenAPI: spec.port.number (v1.6: spec.port.port) minimum 1, maximum 65535",
+    ),
+    (
+        "port.agree",
+        "stricter: spec.port.number and the v1.6 spec.port.port, both set, must agree",
     ),
     (
         "port.name",
-        "OpenAPI: spec.port.name maxLength 63; CEL size(self) == 0 || format.dns1123Label()",
+        "OpenAPI v1.6: spec.port.name maxLength 63; CEL size(self) == 0 || format.dns1123Label(); gone in the newest",
+    ),
+    (
+        "selector.labels",
+        "OpenAPI: endpointSelector required [matchLabels], minProperties 1, maxProperties 64, LabelValue (+ stricter: label keys)",
+    ),
+    (
+        "selector.member",
+        "CEL on spec: type == 'EndpointSelector' ? has(endpointSelector) : !has(endpointSelector)",
+    ),
+    (
+        "cel.h2c",
+        "CEL on spec: H2C only without tls or with mode None (v1.6: stricter, the same)",
+    ),
+    (
+        "cel.http2",
+        "CEL on spec: HTTP2 needs tls with mode not None (not in v1.6)",
+    ),
+    ("cel.wss", "CEL on spec: WSS needs tls with mode not None"),
+    (
+        "cel.session",
+        "CEL on spec: sessionPersistence only when type is EndpointSelector",
     ),
     (
         "host.required",
@@ -55,7 +84,7 @@ pub const RULES: &[(&str, &str)] = &[
     ),
     (
         "protocol.enum",
-        "OpenAPI: spec.protocol enum [TCP HTTP HTTP2 HTTP11 H2C MCP]",
+        "OpenAPI: spec.protocol enum [TCP HTTP HTTP2 HTTP11 H2C MCP GRPC WSS] (v1.6: without GRPC WSS)",
     ),
     (
         "tls.mode",

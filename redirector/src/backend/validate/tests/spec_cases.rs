@@ -1,6 +1,6 @@
 //! Cases for `metadata` and `spec` outside `tls`.
 
-use super::{Case, HOST, META, plain};
+use super::{Case, HOST, META, plain, plain16};
 
 /// One row per line: the table is read across, so rustfmt's vertical layout is skipped.
 #[rustfmt::skip]
@@ -8,6 +8,8 @@ pub fn cases() -> Vec<Case> {
     let h = Some("spec.externalHostname.hostname");
     let ok = "a.example.com";
     let named = |port: &str| format!("type: ExternalHostname, {HOST}, port: {{{port}}}");
+    let p = Some("spec.port.port");
+    let n = Some("spec.port.number");
     vec![
         ("meta.name", "name ok", META, plain(ok, "80"), None),
         ("meta.name", "name missing", "{namespace: demo}", plain(ok, "80"), Some("metadata.name")),
@@ -19,28 +21,38 @@ pub fn cases() -> Vec<Case> {
         ("spec.required", "spec missing", META, "-".into(), Some("spec")),
         ("unknown-field", "known fields", META, format!("{}, protocol: TCP", plain(ok, "80")), None),
         ("unknown-field", "typo in spec", META, format!("{}, protocl: TCP", plain(ok, "80")), Some("spec.protocl")),
-        ("unknown-field", "typo in hostname", META, "type: ExternalHostname, externalHostname: {hostnme: a.example.com}, port: {port: 80}".into(), Some("spec.externalHostname.hostnme")),
+        ("unknown-field", "typo in hostname", META, "type: ExternalHostname, externalHostname: {hostnme: a.example.com}, port: {number: 80}".into(), Some("spec.externalHostname.hostnme")),
         // type and the externalHostname union member
         ("type.required", "type set", META, plain(ok, "80"), None),
-        ("type.required", "type missing", META, format!("{HOST}, port: {{port: 80}}"), Some("spec.type")),
+        ("type.required", "type missing", META, format!("{HOST}, port: {{number: 80}}"), Some("spec.type")),
         ("type.enum", "ExternalHostname", META, plain(ok, "80"), None),
-        ("type.enum", "unknown type", META, format!("type: External, {HOST}, port: {{port: 80}}"), Some("spec.type")),
-        ("type.enum", "endpoint selector", META, "type: EndpointSelector, port: {port: 80}".into(), Some("spec.type")),
+        ("type.enum", "unknown type", META, format!("type: External, {HOST}, port: {{number: 80}}"), Some("spec.type")),
+        ("type.enum", "EndpointSelector", META, "type: EndpointSelector, endpointSelector: {matchLabels: {app: db}}, port: {number: 80}".into(), None),
+        ("type.enum", "EndpointSelector in a v1.6 object", META, "type: EndpointSelector, port: {port: 80}".into(), Some("spec.type")),
         ("type.member", "member set", META, plain(ok, "80"), None),
-        ("type.member", "member missing", META, "type: ExternalHostname, port: {port: 80}".into(), Some("spec.externalHostname")),
-        // port
-        ("port.required", "port given", META, plain(ok, "80"), None),
+        ("type.member", "member missing", META, "type: ExternalHostname, port: {number: 80}".into(), Some("spec.externalHostname")),
+        ("type.member", "member of the other type", META, format!("type: EndpointSelector, {HOST}, endpointSelector: {{matchLabels: {{app: db}}}}, port: {{number: 80}}"), Some("spec.externalHostname")),
+        // port, both shapes
+        ("port.required", "number given", META, plain(ok, "80"), None),
+        ("port.required", "v1.6 port given", META, plain16(ok, "80"), None),
         ("port.required", "port block missing", META, format!("type: ExternalHostname, {HOST}"), Some("spec.port")),
-        ("port.required", "port number missing", META, named("name: https"), Some("spec.port.port")),
+        ("port.required", "port block empty", META, named(""), n),
+        ("port.required", "v1.6 name without port", META, named("name: https"), p),
         ("port.type", "integer", META, plain(ok, "443"), None),
-        ("port.type", "string", META, plain(ok, "'443'"), Some("spec.port.port")),
-        ("port.type", "beyond int32", META, plain(ok, "4294967296"), Some("spec.port.port")),
+        ("port.type", "string", META, plain(ok, "'443'"), n),
+        ("port.type", "v1.6 string", META, plain16(ok, "'443'"), p),
+        ("port.type", "beyond int32", META, plain(ok, "4294967296"), n),
         ("port.range", "port 1", META, plain(ok, "1"), None),
         ("port.range", "port 65535", META, plain(ok, "65535"), None),
-        ("port.range", "port 0", META, plain(ok, "0"), Some("spec.port.port")),
-        ("port.range", "port 65536", META, plain(ok, "65536"), Some("spec.port.port")),
-        ("port.range", "port negative", META, plain(ok, "-1"), Some("spec.port.port")),
+        ("port.range", "v1.6 port 65535", META, plain16(ok, "65535"), None),
+        ("port.range", "port 0", META, plain(ok, "0"), n),
+        ("port.range", "port 65536", META, plain(ok, "65536"), n),
+        ("port.range", "port negative", META, plain(ok, "-1"), n),
+        ("port.range", "v1.6 port 0", META, plain16(ok, "0"), p),
+        ("port.agree", "number and port agree", META, named("number: 443, port: 443"), None),
+        ("port.agree", "number and port disagree", META, named("number: 443, port: 8443"), p),
         ("port.name", "name ok", META, named("name: https, port: 443"), None),
+        ("port.name", "name with number only", META, named("name: https, number: 443"), Some("spec.port.name")),
         ("port.name", "name empty", META, named("name: '', port: 443"), None),
         ("port.name", "name 63", META, named(&format!("name: {}, port: 443", "p".repeat(63))), None),
         ("port.name", "name 64", META, named(&format!("name: {}, port: 443", "p".repeat(64))), Some("spec.port.name")),
@@ -48,7 +60,7 @@ pub fn cases() -> Vec<Case> {
         ("port.name", "name with dot", META, named("name: a.b, port: 443"), Some("spec.port.name")),
         // externalHostname.hostname
         ("host.required", "hostname set", META, plain(ok, "443"), None),
-        ("host.required", "hostname missing", META, "type: ExternalHostname, externalHostname: {}, port: {port: 80}".into(), h),
+        ("host.required", "hostname missing", META, "type: ExternalHostname, externalHostname: {}, port: {number: 80}".into(), h),
         ("host.required", "hostname empty", META, plain("", "443"), h),
         ("host.pattern", "single label", META, plain("localhost-svc", "443"), None),
         ("host.pattern", "253 characters", META, plain(&[&*"a".repeat(63), &"b".repeat(63), &"c".repeat(63), &"d".repeat(61)].join("."), "443"), None),
@@ -81,7 +93,16 @@ pub fn cases() -> Vec<Case> {
         ("protocol.enum", "absent", META, plain(ok, "80"), None),
         ("protocol.enum", "H2C", META, format!("{}, protocol: H2C", plain(ok, "80")), None),
         ("protocol.enum", "TLS", META, format!("{}, protocol: TLS", plain(ok, "80")), Some("spec.protocol")),
-        ("protocol.enum", "GRPC (upstream's newest enum)", META, format!("{}, protocol: GRPC", plain(ok, "80")), None),
+        ("protocol.enum", "GRPC", META, format!("{}, protocol: GRPC", plain(ok, "80")), None),
+        ("protocol.enum", "GRPC in a v1.6 object", META, format!("{}, protocol: GRPC", plain16(ok, "80")), Some("spec.protocol")),
+        ("protocol.enum", "WSS in a v1.6 object", META, format!("{}, protocol: WSS", plain16(ok, "80")), Some("spec.protocol")),
+        ("protocol.enum", "HTTP2 without TLS in a v1.6 object", META, format!("{}, protocol: HTTP2", plain16(ok, "80")), None),
+        // endpointSelector
+        ("selector.labels", "one label", META, "type: EndpointSelector, endpointSelector: {matchLabels: {app.kubernetes.io/name: db}}, port: {number: 5432}".into(), None),
+        ("selector.labels", "no labels", META, "type: EndpointSelector, endpointSelector: {matchLabels: {}}, port: {number: 5432}".into(), Some("spec.endpointSelector.matchLabels")),
+        ("selector.labels", "matchLabels missing", META, "type: EndpointSelector, endpointSelector: {}, port: {number: 5432}".into(), Some("spec.endpointSelector.matchLabels")),
+        ("selector.labels", "bad key", META, "type: EndpointSelector, endpointSelector: {matchLabels: {'-app': db}}, port: {number: 5432}".into(), Some("spec.endpointSelector.matchLabels.-app")),
+        ("selector.labels", "bad value", META, "type: EndpointSelector, endpointSelector: {matchLabels: {app: 'a b'}}, port: {number: 5432}".into(), Some("spec.endpointSelector.matchLabels.app")),
         ("protocol.enum", "lowercase", META, format!("{}, protocol: tcp", plain(ok, "80")), Some("spec.protocol")),
     ]
 }
