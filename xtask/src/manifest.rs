@@ -25,7 +25,8 @@ pub const UNINSTALL: &str = "deploy/uninstall/daemonset.yaml";
 
 /// The workspace root (xtask lives one level below it).
 pub fn workspace_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+    let xtask = Path::new(env!("CARGO_MANIFEST_DIR"));
+    xtask.parent().unwrap_or(xtask).to_owned()
 }
 
 /// `deploy/` of this workspace.

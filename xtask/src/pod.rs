@@ -9,7 +9,7 @@ mod container;
 mod podman;
 pub mod spec;
 
-pub use agent::{AgentPod, test_bed_node, uninstall};
+pub use agent::{AgentPod, CgroupParent, test_bed_node, uninstall};
 pub use container::RunningContainer;
 pub use podman::{Podman, output_ok};
 pub use spec::{Node, RunSpec, run_spec};

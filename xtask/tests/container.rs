@@ -126,8 +126,9 @@ fn the_daemonset_pod_redirects_probes_drains_hands_over_and_uninstalls() {
         .then_some(())
         .expect("sysctl -w net.ipv4.tcp_migrate_req=1 in the node");
 
-    let node = pod::test_bed_node(&bed.topo, bed.bpffs.path(), bed.backends.path())
-        .expect("the node's side of the pod");
+    let (node, _cgroup_parent) =
+        pod::test_bed_node(&bed.topo, bed.bpffs.path(), bed.backends.path())
+            .expect("the node's side of the pod");
     let first = AgentPod::start(&podman, &bed.topo, &node).expect("the agent pod is ready");
     report_grants("agent", &first.run);
     eprintln!("first agent ready after {:.1?}", started.elapsed());

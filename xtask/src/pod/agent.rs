@@ -16,7 +16,7 @@ use k8s_openapi::api::core::v1::{PodSpec, Probe};
 use super::{Podman, RunSpec, RunningContainer, spec::Node};
 use crate::{
     manifest,
-    netlab::{Finished, NODE_POD_V4, Topology, agent::READY_TIMEOUT},
+    netlab::{Finished, NODE_POD_V4, Topology, agent::READY_TIMEOUT, cgroup2_mount},
 };
 
 /// The hostPaths of the manifests, and what stands in for them on the test bed.
@@ -28,7 +28,15 @@ pub const HOST_CGROUP: &str = "/sys/fs/cgroup";
 /// test made, never the machine's root), the files of the `backends` ConfigMap volume
 /// are in `backends` (given the volume's `defaultMode` here, as the kubelet writes them),
 /// and the downward API says the node IP is the node's address on the pod link.
-pub fn test_bed_node(topology: &Topology, bpffs: &Path, backends: &Path) -> Result<Node> {
+///
+/// The pod's cgroup goes below the pod cgroup too, as a pod's goes below the node's
+/// cgroup root; the returned guard removes what podman leaves of that in the cgroup v1
+/// hierarchies of a hybrid host. Keep it until the pods are gone.
+pub fn test_bed_node(
+    topology: &Topology,
+    bpffs: &Path,
+    backends: &Path,
+) -> Result<(Node, CgroupParent)> {
     let daemon_set = manifest::agent_in_directory_mode()?;
     let volume = (manifest::pod_spec(&daemon_set)?.volumes.iter().flatten())
         .find(|v| v.name == "backends")
@@ -45,7 +53,8 @@ pub fn test_bed_node(topology: &Topology, bpffs: &Path, backends: &Path) -> Resu
     let namespace = (daemon_set.metadata.namespace.clone())
         .context("the agent DaemonSet has no metadata.namespace")?;
     let etc = topology.node.etc_dir();
-    Ok(Node {
+    let parent = CgroupParent::below(topology.pod_cgroup.path())?;
+    let node = Node {
         host_paths: BTreeMap::from([
             (HOST_BPFFS.to_owned(), bpffs.to_owned()),
             (
@@ -61,7 +70,50 @@ pub fn test_bed_node(topology: &Topology, bpffs: &Path, backends: &Path) -> Resu
         ]),
         hosts_file: Some(etc.join("hosts")),
         resolv_conf: Some(etc.join("resolv.conf")),
-    })
+        cgroup_parent: Some(parent.name.clone()),
+    };
+    Ok((node, parent))
+}
+
+/// A cgroup used as podman's `--cgroup-parent`: on a hybrid host podman also makes it
+/// in every cgroup v1 hierarchy, and leaves it there; removed (if empty) on drop.
+pub struct CgroupParent {
+    /// Its path from the root of the hierarchy (`/rdpod123-0`).
+    name: String,
+}
+
+impl CgroupParent {
+    fn below(cgroup: &Path) -> Result<CgroupParent> {
+        let mount = cgroup2_mount()?;
+        let relative = (cgroup.strip_prefix(&mount))
+            .with_context(|| format!("{} is not below {}", cgroup.display(), mount.display()))?;
+        Ok(CgroupParent {
+            name: format!("/{}", relative.display()),
+        })
+    }
+}
+
+impl Drop for CgroupParent {
+    fn drop(&mut self) {
+        let Ok(mountinfo) = std::fs::read_to_string("/proc/self/mountinfo") else {
+            return;
+        };
+        // "id parent maj:min root mount-point options ... - fstype source ..."
+        let v1_mounts = (mountinfo.lines()).filter_map(|line| {
+            let mount_point = line.split(' ').nth(4)?;
+            let fstype = line.split(" - ").nth(1)?.split(' ').next()?;
+            (fstype == "cgroup").then_some(mount_point)
+        });
+        for mount in v1_mounts {
+            let dir = Path::new(mount).join(self.name.trim_start_matches('/'));
+            match std::fs::remove_dir(&dir) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    eprintln!("pod: cannot remove cgroup {}: {e}", dir.display());
+                }
+                _ => {}
+            }
+        }
+    }
 }
 
 /// One agent pod.

@@ -32,6 +32,10 @@ impl Podman {
         let runc = crate::search_path::which("runc").context(
             "runc is not installed (apt-get install runc; `cargo xtask test` installs it)",
         )?;
+        // Canonical: `xtask/..` and the workspace root must name the same storage.
+        let workspace = workspace
+            .canonicalize()
+            .with_context(|| format!("cannot resolve {}", workspace.display()))?;
         let dir = workspace.join("target/podman");
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
         workspace.hash(&mut hasher);
@@ -42,8 +46,11 @@ impl Podman {
         };
         std::fs::create_dir_all(&dir)
             .with_context(|| format!("cannot create {}", dir.display()))?;
-        let text = conf_text(&runc, &podman.runroot);
-        std::fs::write(&podman.conf, text)
+        // Atomically: tests running in parallel write it too, while podman reads it.
+        let temporary = dir.join(crate::netlab::unique_name("conf"));
+        std::fs::write(&temporary, conf_text(&runc, &podman.runroot))
+            .with_context(|| format!("cannot write {}", temporary.display()))?;
+        std::fs::rename(&temporary, &podman.conf)
             .with_context(|| format!("cannot write {}", podman.conf.display()))?;
         Ok(podman)
     }

@@ -28,6 +28,9 @@ pub struct Node {
     pub hosts_file: Option<PathBuf>,
     /// The resolv.conf the pod's `dnsPolicy` gives it.
     pub resolv_conf: Option<PathBuf>,
+    /// The cgroup (path in the hierarchy) the kubelet puts the pod's cgroup below: its
+    /// kubepods tree, which is below the node's cgroup root.
+    pub cgroup_parent: Option<String>,
 }
 
 /// The `podman run` command line of one container, and what each option stands for.
@@ -81,6 +84,12 @@ fn pod_level(spec: &PodSpec, node: &Node, run: &mut RunSpec) -> Result<()> {
         // The pod network is the CNI's; here the pod gets a network namespace of its own
         // with loopback only (for a pod that makes no network calls, like uninstall).
         run.grant("hostNetwork: false", &["--network".into(), "none".into()]);
+    }
+    if let Some(parent) = &node.cgroup_parent {
+        run.grant(
+            "(kubelet) the pod's cgroup below the node's cgroup tree",
+            &["--cgroup-parent".into(), parent.clone()],
+        );
     }
     if spec.host_pid == Some(true) {
         run.grant("hostPID: true", &["--pid".into(), "host".into()]);

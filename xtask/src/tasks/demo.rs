@@ -98,7 +98,7 @@ pub fn demo(container: bool) -> Result<ExitCode> {
                 "starting the DaemonSet's pod (deploy/daemonset.yaml, DIRECTORY MODE) under podman in the node, its ConfigMap volume being {}",
                 backends.display()
             ));
-            let node = pod::test_bed_node(&topology, bpffs.path(), &backends)?;
+            let (node, cgroup_parent) = pod::test_bed_node(&topology, bpffs.path(), &backends)?;
             let pod = AgentPod::start(podman, &topology, &node)?;
             println!(
                 "    podman run {} {} {}",
@@ -106,7 +106,7 @@ pub fn demo(container: bool) -> Result<ExitCode> {
                 pod.run.image,
                 pod.run.args.join(" ")
             );
-            DemoAgent::Pod(Box::new(pod))
+            DemoAgent::Pod(Box::new(pod), cgroup_parent)
         }
         None => {
             step(&format!(
@@ -187,14 +187,15 @@ pub fn demo(container: bool) -> Result<ExitCode> {
 /// The demo's agent: a process, or the DaemonSet's pod under podman.
 enum DemoAgent {
     Process(Agent),
-    Pod(Box<AgentPod>),
+    /// With what podman leaves of its cgroup, removed after the pod.
+    Pod(Box<AgentPod>, pod::CgroupParent),
 }
 
 impl DemoAgent {
     fn ready_line(&self) -> &str {
         match self {
             DemoAgent::Process(agent) => &agent.ready_line,
-            DemoAgent::Pod(pod) => &pod.ready_line,
+            DemoAgent::Pod(pod, _) => &pod.ready_line,
         }
     }
 
@@ -202,7 +203,7 @@ impl DemoAgent {
     fn stop(self) -> Result<ExitStatus> {
         Ok(match self {
             DemoAgent::Process(agent) => agent.terminate()?.status,
-            DemoAgent::Pod(pod) => pod.stop()?.0.status,
+            DemoAgent::Pod(pod, _cgroup_parent) => pod.stop()?.0.status,
         })
     }
 }
