@@ -3,7 +3,7 @@
 
 use std::{collections::BTreeMap, path::Path, process::Command, time::Duration};
 
-use anyhow::{Context, Result, bail};
+use anyhow::Result;
 use k8s_openapi::api::core::v1::Container;
 use xtask::netlab::agent::redirector_bin;
 
