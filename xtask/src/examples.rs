@@ -2,9 +2,28 @@
 //! the placeholder CA bundle, and a server certificate for api.redirector.test signed by
 //! it. Used by `cargo xtask demo` and the container test.
 
-use std::path::{Path, PathBuf};
+use std::{
+    net::IpAddr,
+    path::{Path, PathBuf},
+};
 
 use anyhow::Result;
+
+use crate::netlab::{EXT_V4, EXT_V6};
+
+/// The hostnames of `deploy/examples`, all served by the test bed's external host.
+pub const HOSTNAMES: [&str; 3] = [
+    "echo.redirector.test",
+    "tls.redirector.test",
+    "api.redirector.test",
+];
+
+/// Hosts-file entries resolving [`HOSTNAMES`] to the external host (IPv4 and IPv6).
+pub fn hosts() -> Vec<(IpAddr, &'static str)> {
+    (HOSTNAMES.iter())
+        .flat_map(|name| [(EXT_V4.into(), *name), (EXT_V6.into(), *name)])
+        .collect()
+}
 
 /// `deploy/examples` of this workspace.
 pub fn examples_dir() -> PathBuf {

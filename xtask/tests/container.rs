@@ -14,13 +14,13 @@ mod support;
 use std::time::{Duration, Instant};
 
 use support::{
-    Bed, ECHO_BACKEND, NAMES,
+    Bed, ECHO_BACKEND,
     connect_loop::{ConnectLoop, LongConnection},
     programs::attached_programs,
     require_root,
 };
 use xtask::{
-    examples::{copy_examples, examples_dir, tls_material},
+    examples::{self, copy_examples, examples_dir, tls_material},
     image,
     netlab::{EXT_V4, probe::ProbeServer},
     pod::{self, AgentPod, Podman, RunSpec},
@@ -114,7 +114,17 @@ fn the_daemonset_pod_redirects_probes_drains_hands_over_and_uninstalls() {
         &key,
     )
     .expect("TLS server");
-    assert!(NAMES.contains(&"api.redirector.test"));
+    // The examples' hostnames resolve to ext (a slow DNS failure for one would delay
+    // each agent's readiness, and a second agent's listener would then hold its share
+    // of connects that long).
+    bed.topo
+        .node
+        .set_hosts(&examples::hosts())
+        .expect("node hosts");
+    bed.topo
+        .pod
+        .set_hosts(&examples::hosts())
+        .expect("pod hosts");
 
     // The node's setting that deploy/README.md asks of every node (the agent cannot set
     // it from a pod: /proc/sys is read-only there).
@@ -159,10 +169,11 @@ fn the_daemonset_pod_redirects_probes_drains_hands_over_and_uninstalls() {
     let target = format!("{EXT_V4}:8080");
     let mut client = ConnectLoop::start(&bed.topo, &target, 4000, 5);
     let mut second = AgentPod::start(&podman, &bed.topo, &node).expect("the second pod joins");
-    assert!(
-        second.ready_line.contains("programs_adopted=10"),
-        "{}",
-        second.ready_line
+    // The manifest says --log-format=json.
+    let ready: serde_json::Value = serde_json::from_str(&second.ready_line).expect("JSON log");
+    assert_eq!(
+        ready["fields"]["programs_adopted"], 10,
+        "the second pod adopts the pinned programs: {ready}"
     );
     for which in ["ready", "live"] {
         let out = second.probe(which).expect("probe runs");

@@ -76,7 +76,8 @@ pub fn test_bed_node(
 }
 
 /// A cgroup used as podman's `--cgroup-parent`: on a hybrid host podman also makes it
-/// in every cgroup v1 hierarchy, and leaves it there; removed (if empty) on drop.
+/// in every cgroup v1 hierarchy, with conmon's cgroup below it, and leaves both there;
+/// removed (if empty) on drop.
 pub struct CgroupParent {
     /// Its path from the root of the hierarchy (`/rdpod123-0`).
     name: String,
@@ -106,11 +107,14 @@ impl Drop for CgroupParent {
         });
         for mount in v1_mounts {
             let dir = Path::new(mount).join(self.name.trim_start_matches('/'));
-            match std::fs::remove_dir(&dir) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                    eprintln!("pod: cannot remove cgroup {}: {e}", dir.display());
+            // podman puts conmon, the container's monitor, in `<parent>/conmon`.
+            for dir in [dir.join("conmon"), dir] {
+                match std::fs::remove_dir(&dir) {
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                        eprintln!("pod: cannot remove cgroup {}: {e}", dir.display());
+                    }
+                    _ => {}
                 }
-                _ => {}
             }
         }
     }

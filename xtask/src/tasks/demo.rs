@@ -4,16 +4,13 @@
 //! declared hostname and goes through the agent's proxy; an undeclared destination goes
 //! direct. Everything is torn down at the end, also on failure (the netlab guards).
 
-use std::{
-    net::IpAddr,
-    process::{ExitCode, ExitStatus},
-};
+use std::process::{ExitCode, ExitStatus};
 
 use anyhow::{Context, Result, bail};
 
 use super::{cargo, check_status, ebpf, target_dir, workspace_root};
 use xtask::{
-    examples::{copy_examples, examples_dir, tls_material},
+    examples::{HOSTNAMES, copy_examples, examples_dir, hosts, tls_material},
     netlab::{
         Bpffs, EXT_V4, EXT_V6, Topology,
         agent::{self, Agent, AgentConfig},
@@ -21,13 +18,6 @@ use xtask::{
     },
     pod::{self, AgentPod, Podman},
 };
-
-/// Names in `deploy/examples`, all served by the demo's external host.
-const NAMES: [&str; 3] = [
-    "echo.redirector.test",
-    "tls.redirector.test",
-    "api.redirector.test",
-];
 
 /// `container`: the agent runs from the image under podman as the DaemonSet's pod
 /// (directory mode), not as a plain process.
@@ -55,15 +45,11 @@ pub fn demo(container: bool) -> Result<ExitCode> {
         "creating namespaces pod (10.200.1.2) -> node (router, agent) -> ext (10.200.2.2), and a cgroup for the pod",
     );
     let topology = Topology::new()?;
-    let mut hosts: Vec<(IpAddr, &str)> = Vec::new();
-    for name in NAMES {
-        hosts.extend([(EXT_V4.into(), name), (EXT_V6.into(), name)]);
-    }
-    topology.node.set_hosts(&hosts)?;
-    topology.pod.set_hosts(&hosts)?;
+    topology.node.set_hosts(&hosts())?;
+    topology.pod.set_hosts(&hosts())?;
     println!(
         "    {} resolve to {EXT_V4} and {EXT_V6} (hosts files of pod and node)",
-        NAMES.join(", ")
+        HOSTNAMES.join(", ")
     );
     // A second address on ext that no Backend declares.
     let remote_if = topology.ext_link.remote.clone();
