@@ -77,7 +77,7 @@ pub fn build(podman: &Podman, binary: &Path) -> Result<Built> {
         .args(["build", "--quiet", "--tag", &reference, "--file"])
         .arg(&containerfile)
         .arg(context.path());
-    crate::pod::output_ok(&mut command)?;
+    crate::netlab::run(&mut command)?;
     // The previous build under the same tag, now untagged.
     podman.run(&["image", "prune", "--force"])?;
     let size = inspect(podman, &reference)?["Size"]
@@ -146,7 +146,7 @@ pub fn files(podman: &Podman, reference: &str) -> Result<Vec<String>> {
         let tar = dir.path().join("rootfs.tar");
         let tar_path = tar.display().to_string();
         podman.run(&["export", "--output", &tar_path, &name])?;
-        crate::pod::output_ok(std::process::Command::new("tar").arg("-tf").arg(&tar))
+        crate::netlab::run(std::process::Command::new("tar").arg("-tf").arg(&tar))
     })();
     podman.remove_container(&name)?;
     Ok(listed?

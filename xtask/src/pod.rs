@@ -11,5 +11,5 @@ pub mod spec;
 
 pub use agent::{AgentPod, CgroupParent, test_bed_node, uninstall};
 pub use container::RunningContainer;
-pub use podman::{Podman, output_ok};
+pub use podman::Podman;
 pub use spec::{Node, RunSpec, run_spec};

@@ -78,7 +78,7 @@ impl RunningContainer {
         let started = Instant::now();
         let mut stop = self.podman.command_in_netns(&self.netns);
         stop.args(["stop", "--time", &grace.as_secs().to_string(), &self.name]);
-        super::podman::output_ok(&mut stop)?;
+        crate::netlab::run(&mut stop)?;
         let finished = self.child.finish(Duration::from_secs(10))?;
         Ok((finished, started.elapsed()))
     }

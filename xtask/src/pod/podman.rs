@@ -8,7 +8,7 @@ use std::{
     process::{Command, Output},
 };
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 
 /// The runtime: crun (podman's default on Debian) refuses hybrid cgroup hosts (v1
 /// controllers plus a v2 mount), runc runs there and on unified hosts alike.
@@ -86,7 +86,7 @@ impl Podman {
 
     /// Runs `podman ARGS` and returns its stdout; fails with its stderr.
     pub fn run(&self, args: &[&str]) -> Result<String> {
-        output_ok(self.command().args(args))
+        crate::netlab::run(self.command().args(args))
     }
 
     /// Whether the image `reference` is in our storage.
@@ -108,21 +108,6 @@ impl Podman {
             .output()
             .with_context(|| format!("cannot run {command:?}"))
     }
-}
-
-/// Runs `command` and returns its stdout; fails with the command and its stderr.
-pub fn output_ok(command: &mut Command) -> Result<String> {
-    let out = command
-        .output()
-        .with_context(|| format!("cannot run {command:?}"))?;
-    if !out.status.success() {
-        bail!(
-            "{command:?} failed ({}): {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// Our `containers.conf`.
