@@ -159,12 +159,52 @@ pub fn write(
 }
 
 /// The cgroup id (the directory's inode) of this process's cgroup v2 cgroup.
+///
+/// `/proc/self/cgroup` names it from the root of the hierarchy (of this cgroup
+/// namespace), but `mount` may show a subtree only: in a container, the node's cgroup
+/// tree is often a bind mount of one of its directories. The mount's own root (from
+/// `/proc/self/mountinfo`) is taken off first.
 pub fn own_cgroup(mount: &Path) -> io::Result<u64> {
     use std::os::unix::fs::MetadataExt;
     let listed = std::fs::read_to_string("/proc/self/cgroup")?;
     let path = (listed.lines())
         .find_map(|line| line.strip_prefix("0::"))
         .ok_or_else(|| io::Error::other("no cgroup v2 line (0::) in /proc/self/cgroup"))?;
-    let dir = mount.join(path.trim_start_matches('/'));
-    Ok(std::fs::metadata(dir)?.ino())
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")?;
+    let root = mount_root(&mountinfo, mount).unwrap_or("/");
+    let below = Path::new(path).strip_prefix(root).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::NotFound,
+            format!(
+                "this process's cgroup {path} is not below {}, which shows the cgroup tree \
+                 from {root} only",
+                mount.display()
+            ),
+        )
+    })?;
+    Ok(std::fs::metadata(mount.join(below))?.ino())
+}
+
+/// The root (the directory of its filesystem it shows) of the mount at `mount_point`,
+/// from `/proc/self/mountinfo` ("id parent maj:min root mount-point ...").
+fn mount_root<'a>(mountinfo: &'a str, mount_point: &Path) -> Option<&'a str> {
+    (mountinfo.lines()).find_map(|line| {
+        let mut fields = line.split(' ');
+        let root = fields.nth(3)?;
+        (Path::new(fields.next()?) == mount_point).then_some(root)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_mount_root_of_a_bind_mounted_subtree() {
+        let mountinfo = "22 1 0:21 / / rw - ext4 /dev/vda rw\n\
+                         60 22 0:30 /rdpod7-0 /run/redirector/cgroup2 ro - cgroup2 cgroup2 rw\n";
+        let at = Path::new("/run/redirector/cgroup2");
+        assert_eq!(mount_root(mountinfo, at), Some("/rdpod7-0"));
+        assert_eq!(mount_root(mountinfo, Path::new("/sys/fs/cgroup")), None);
+    }
 }

@@ -35,7 +35,15 @@ enum Cmd {
         args: Vec<String>,
     },
     /// Run the end-to-end demo in throw-away network namespaces.
-    Demo,
+    Demo {
+        /// Run the agent from the image (`cargo xtask image`) under podman, as the
+        /// DaemonSet's pod (directory mode), instead of as a plain process.
+        #[arg(long)]
+        container: bool,
+    },
+    /// Build the agent image with podman, without a registry: the release binary and the
+    /// libraries it links, FROM scratch, tagged as deploy/daemonset.yaml names it (as root).
+    Image,
     /// cargo fmt --check and cargo clippy -D warnings over the workspace.
     Lint,
     /// Benchmark the redirector against HAProxy and direct TLS (as root); see bench/README.md.
@@ -61,7 +69,8 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Cmd::BuildEbpf { release: _ } => tasks::ebpf::build_ebpf().map(|_| ExitCode::SUCCESS),
         Cmd::Test { args } => tasks::test(&args),
-        Cmd::Demo => tasks::demo(),
+        Cmd::Demo { container } => tasks::demo(container),
+        Cmd::Image => tasks::image(),
         Cmd::Lint => tasks::lint(),
         Cmd::Bench(args) => tasks::bench(&args),
         Cmd::BenchScale(args) => tasks::bench_scale(&args),

@@ -6,6 +6,7 @@ mod dns_bench;
 pub mod ebpf;
 mod fuzz;
 mod hooks;
+mod image;
 mod load_bench;
 mod machine;
 mod numbers;
@@ -19,6 +20,7 @@ pub use demo::demo;
 pub use dns_bench::{BenchDnsArgs, bench_dns};
 pub use fuzz::{FuzzArgs, fuzz};
 pub use hooks::{BenchHooksArgs, bench_hooks};
+pub use image::image;
 pub use load_bench::{BenchLoadArgs, bench_load};
 pub use scale::{BenchScaleArgs, bench_scale};
 
@@ -102,6 +104,8 @@ pub fn test(extra: &[String]) -> Result<ExitCode> {
     check_status(cargo().args(["build", "-p", "redirector"]))?;
     let bin = target_dir().join("debug/redirector");
     let unit_tests = unit_test_binary("redirector")?;
+    // The container test runs the agent image (release build): built here, as CI would.
+    let image = image::build().context("building the agent image for the container test")?;
     let status = status(
         cargo()
             .args(["test", "--workspace"])
@@ -109,6 +113,7 @@ pub fn test(extra: &[String]) -> Result<ExitCode> {
             .env("REDIRECTOR_BIN", &bin)
             .env("REDIRECTOR_UNIT_TESTS", &unit_tests)
             .env(python_env::PYTHON_VAR, &python)
+            .env("REDIRECTOR_IMAGE", &image.reference)
             .env("PATH", packages::path_with_sbin()),
     )?;
     if lint != ExitCode::SUCCESS {
@@ -150,6 +155,7 @@ fn unit_test_binary(name: &str) -> Result<PathBuf> {
 /// the test PKI (`openssl`), the HTTP tests' clients and server (curl, nginx and Java:
 /// [`test_packages`]), the egress policy's ICMP and raw-socket clients (ping, python3),
 /// and the guest kernel of the kernel-TLS tests (qemu, depmod, cpio; `xtask/src/guest.rs`).
+/// The container test's podman and runc: [`image::CONTAINER_PROGRAMS`].
 const TEST_PROGRAMS: [(&str, &str); 12] = [
     ("ip", "iproute2"),
     ("nsenter", "util-linux"),
@@ -175,6 +181,7 @@ fn test_packages() -> Vec<&'static str> {
     }
     wanted.extend(packages::nginx_package());
     wanted.extend(packages::java_package());
+    wanted.extend(image::missing_programs());
     wanted
 }
 

@@ -8,8 +8,11 @@ mod support;
 
 use std::time::Duration;
 
-use support::{Bed, ECHO_BACKEND, PROBE};
-use xtask::netlab::{ChildGuard, EXT_V4, NODE_EXT_V4, Stream, agent::Agent};
+use support::{
+    Bed, ECHO_BACKEND,
+    connect_loop::{ConnectLoop, LongConnection},
+};
+use xtask::netlab::{EXT_V4, agent::Agent};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -20,34 +23,11 @@ fn a_rollout_refuses_resets_and_leaks_nothing() {
     let old = Agent::start(&bed.topo, &config).expect("old agent");
 
     // Opened through the old agent; sends only after the old agent has gone.
-    let mut long = ChildGuard::spawn_watching(
-        "long",
-        &mut bed.topo.spawn_in_pod(
-            PROBE,
-            [
-                "connect",
-                "echo.redirector.test:8080",
-                "-4",
-                "--send",
-                "hello",
-                "--send-after-ms",
-                "4000",
-            ],
-        ),
-        Stream::Stdout,
-    )
-    .expect("long connection");
-    long.wait_for_line("connected", WAIT).expect("connected");
+    let long = LongConnection::open(&bed.topo, 4000, WAIT);
 
     // 1,200 connects, one every 5 ms: 6 s, across the whole handover.
     let target = format!("{EXT_V4}:8080");
-    let mut client = ChildGuard::spawn(
-        "loop",
-        &mut bed
-            .topo
-            .spawn_in_pod(PROBE, ["connect-many", target.as_str(), "1200", "5"]),
-    )
-    .expect("connect loop");
+    let client = ConnectLoop::start(&bed.topo, &target, 1200, 5);
 
     let mut new = Agent::start(&bed.topo, &config).expect("new agent joins the old one");
     assert!(
@@ -67,26 +47,9 @@ fn a_rollout_refuses_resets_and_leaks_nothing() {
     new.wait_for_log("took over writing the Backend map")
         .expect("takeover");
 
-    let done = client.finish(WAIT).expect("loop finished");
-    let line = done.stdout.last().cloned().unwrap_or_default();
-    let counts: serde_json::Value = serde_json::from_str(&line).expect("connect-many JSON");
-    assert_eq!(counts["connects"], 1200, "{counts}");
-    assert_eq!(counts["ok"], 1200, "no refusal, no reset: {counts}");
-    let seen = counts["seen_by_server"]
-        .as_object()
-        .expect("seen_by_server");
-    assert_eq!(
-        seen.keys().collect::<Vec<_>>(),
-        [&NODE_EXT_V4.to_string()],
-        "every connection through a proxy, none direct: {counts}"
-    );
+    client.assert_all_proxied(WAIT);
 
-    let finished = long.finish(WAIT).expect("long connection finished");
-    let reply = finished.stdout.last().cloned().unwrap_or_default();
-    assert!(
-        reply.contains(&format!("peer={NODE_EXT_V4}:")) && reply.contains("got=hello"),
-        "{reply}"
-    );
+    long.assert_answered(WAIT);
     // The new agent keeps serving.
     assert!(bed.via_proxy(&target));
     drop(new);

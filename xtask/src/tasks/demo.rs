@@ -4,49 +4,52 @@
 //! declared hostname and goes through the agent's proxy; an undeclared destination goes
 //! direct. Everything is torn down at the end, also on failure (the netlab guards).
 
-use std::{
-    net::IpAddr,
-    path::{Path, PathBuf},
-    process::ExitCode,
-};
+use std::process::{ExitCode, ExitStatus};
 
 use anyhow::{Context, Result, bail};
 
 use super::{cargo, check_status, ebpf, target_dir, workspace_root};
-use xtask::netlab::{
-    Bpffs, EXT_V4, EXT_V6, Topology,
-    agent::{self, Agent, AgentConfig},
-    probe::{self, ProbeServer, Reply},
+use xtask::{
+    examples::{HOSTNAMES, copy_examples, examples_dir, hosts, tls_material},
+    netlab::{
+        Bpffs, EXT_V4, EXT_V6, Topology,
+        agent::{self, Agent, AgentConfig},
+        probe::{self, ProbeServer, Reply},
+    },
+    pod::{self, AgentPod, Podman},
 };
 
-/// Names in `deploy/examples`, all served by the demo's external host.
-const NAMES: [&str; 3] = [
-    "echo.redirector.test",
-    "tls.redirector.test",
-    "api.redirector.test",
-];
-
-pub fn demo() -> Result<ExitCode> {
+/// `container`: the agent runs from the image under podman as the DaemonSet's pod
+/// (directory mode), not as a plain process.
+pub fn demo(container: bool) -> Result<ExitCode> {
     super::require_root("the demo loads eBPF programs and creates network namespaces")?;
     step("building the eBPF object, the agent and the test client");
     ebpf::build_ebpf()?;
     check_status(cargo().args(["build", "-p", "redirector", "-p", "xtask", "--bins"]))?;
     let probe_bin = target_dir().join("debug/netprobe");
-    let examples = workspace_root().join("deploy/examples");
+    let examples = examples_dir();
+    let podman = if container {
+        step("building the agent image (cargo xtask image)");
+        let built = super::image::build()?;
+        println!(
+            "    {} ({:.1} MB)",
+            built.reference,
+            built.size as f64 / 1e6
+        );
+        Some(Podman::for_workspace(&workspace_root())?)
+    } else {
+        None
+    };
 
     step(
         "creating namespaces pod (10.200.1.2) -> node (router, agent) -> ext (10.200.2.2), and a cgroup for the pod",
     );
     let topology = Topology::new()?;
-    let mut hosts: Vec<(IpAddr, &str)> = Vec::new();
-    for name in NAMES {
-        hosts.extend([(EXT_V4.into(), name), (EXT_V6.into(), name)]);
-    }
-    topology.node.set_hosts(&hosts)?;
-    topology.pod.set_hosts(&hosts)?;
+    topology.node.set_hosts(&hosts())?;
+    topology.pod.set_hosts(&hosts())?;
     println!(
         "    {} resolve to {EXT_V4} and {EXT_V6} (hosts files of pod and node)",
-        NAMES.join(", ")
+        HOSTNAMES.join(", ")
     );
     // A second address on ext that no Backend declares.
     let remote_if = topology.ext_link.remote.clone();
@@ -73,14 +76,33 @@ pub fn demo() -> Result<ExitCode> {
         backends.display()
     );
 
-    step(&format!(
-        "starting `redirector run --backends {}` in the node",
-        backends.display()
-    ));
     let mut config = AgentConfig::new(&backends, bpffs.path().join("redirector"));
     config.in_pod_cgroup = true;
-    let agent = Agent::start(&topology, &config)?;
-    println!("    {}", agent.ready_line.trim());
+    let agent = match &podman {
+        Some(podman) => {
+            step(&format!(
+                "starting the DaemonSet's pod (deploy/daemonset.yaml, DIRECTORY MODE) under podman in the node, its ConfigMap volume being {}",
+                backends.display()
+            ));
+            let (node, cgroup_parent) = pod::test_bed_node(&topology, bpffs.path(), &backends)?;
+            let pod = AgentPod::start(podman, &topology, &node)?;
+            println!(
+                "    podman run {} {} {}",
+                pod.run.options.join(" "),
+                pod.run.image,
+                pod.run.args.join(" ")
+            );
+            DemoAgent::Pod(Box::new(pod), cgroup_parent)
+        }
+        None => {
+            step(&format!(
+                "starting `redirector run --backends {}` in the node",
+                backends.display()
+            ));
+            DemoAgent::Process(Agent::start(&topology, &config)?)
+        }
+    };
+    println!("    {}", agent.ready_line().trim());
 
     for (what, target, family) in [
         ("declared hostname, IPv4", "echo.redirector.test:8080", "-4"),
@@ -119,53 +141,57 @@ pub fn demo() -> Result<ExitCode> {
     println!("    TLS server: {handshake}  (the proxy verified its certificate against the CA)");
 
     step("stopping the agent (SIGTERM): it drains and exits 0; programs stay pinned");
-    let finished = agent.terminate()?;
-    if !finished.status.success() {
-        bail!("the agent exited with {}", finished.status);
+    let status = agent.stop()?;
+    if !status.success() {
+        bail!("the agent exited with {status}");
     }
     step("redirector uninstall: detach the programs and remove the pins");
-    let bpffs_dir = config.bpffs.display().to_string();
-    let out = agent::redirector(&["uninstall", "--bpffs", &bpffs_dir])?;
-    print!("{}", indent(&String::from_utf8_lossy(&out.stdout)));
+    let printed = match &podman {
+        Some(podman) => {
+            println!("    (in a container of deploy/uninstall/daemonset.yaml)");
+            let (finished, _) = pod::uninstall(podman, &topology, bpffs.path())?;
+            if !finished.status.success() {
+                bail!(
+                    "uninstall exited with {}: {:?}",
+                    finished.status,
+                    finished.stderr
+                );
+            }
+            finished.stdout.join("\n")
+        }
+        None => {
+            let bpffs_dir = config.bpffs.display().to_string();
+            let out = agent::redirector(&["uninstall", "--bpffs", &bpffs_dir])?;
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        }
+    };
+    print!("{}", indent(&printed));
     step("tearing down namespaces, cgroup and bpffs");
     Ok(ExitCode::SUCCESS)
 }
 
-/// A CA and a server certificate for api.redirector.test, as PEM files under `dir`.
-fn tls_material(dir: &Path) -> Result<(String, PathBuf, PathBuf)> {
-    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
-    let mut ca = CertificateParams::new(Vec::<String>::new())?;
-    ca.distinguished_name
-        .push(DnType::CommonName, "redirector demo CA");
-    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    let ca_key = KeyPair::generate()?;
-    let ca_pem = ca.self_signed(&ca_key)?.pem();
-    let issuer = Issuer::new(ca, ca_key);
-    let leaf_key = KeyPair::generate()?;
-    let leaf = CertificateParams::new(vec!["api.redirector.test".to_owned()])?
-        .signed_by(&leaf_key, &issuer)?;
-    let (cert, key) = (dir.join("api.crt"), dir.join("api.key"));
-    std::fs::write(&cert, leaf.pem())?;
-    std::fs::write(&key, leaf_key.serialize_pem())?;
-    Ok((ca_pem, cert, key))
+/// The demo's agent: a process, or the DaemonSet's pod under podman.
+enum DemoAgent {
+    Process(Agent),
+    /// With what podman leaves of its cgroup, removed after the pod.
+    Pod(Box<AgentPod>, pod::CgroupParent),
 }
 
-/// Copies the example Backends, putting `ca_pem` in place of the placeholder CA bundle.
-fn copy_examples(from: &Path, to: &Path, ca_pem: &str) -> Result<()> {
-    std::fs::create_dir_all(to)?;
-    for entry in std::fs::read_dir(from)? {
-        let path = entry?.path();
-        let Some(name) = path.file_name() else {
-            continue;
-        };
-        let mut text = std::fs::read_to_string(&path)?;
-        if let Some(at) = text.find("  ca.crt: |\n") {
-            let indented: String = ca_pem.lines().map(|l| format!("    {l}\n")).collect();
-            text = format!("{}  ca.crt: |\n{indented}", &text[..at]);
+impl DemoAgent {
+    fn ready_line(&self) -> &str {
+        match self {
+            DemoAgent::Process(agent) => &agent.ready_line,
+            DemoAgent::Pod(pod, _) => &pod.ready_line,
         }
-        std::fs::write(to.join(name), text)?;
     }
-    Ok(())
+
+    /// SIGTERM (the pod: `podman stop` with its grace period) and the exit status.
+    fn stop(self) -> Result<ExitStatus> {
+        Ok(match self {
+            DemoAgent::Process(agent) => agent.terminate()?.status,
+            DemoAgent::Pod(pod, _cgroup_parent) => pod.stop()?.0.status,
+        })
+    }
 }
 
 fn step(text: &str) {

@@ -2,11 +2,10 @@
 //! installed with apt-get (Debian/Ubuntu) when missing.
 
 use anyhow::{Context, Result, bail};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
-/// `sbin` directories are searched too: `cargo` may run with a user's `PATH`.
-const EXTRA_PATH: &str = "/usr/local/sbin:/usr/sbin:/sbin";
+pub use xtask::search_path::{path_with_sbin, which};
 
 /// Installs the Debian packages `missing()` names until it names none. `missing` is asked
 /// again after every install, so it should look at `PATH` ([`which`]). `task` prefixes the
@@ -90,26 +89,6 @@ pub fn apt_knows(package: &str) -> bool {
         .args(["show", "--no-all-versions", package])
         .output()
         .is_ok_and(|out| out.status.success() && !out.stdout.is_empty())
-}
-
-/// `PATH` with the sbin directories appended: where Debian puts `ip`, `bpftool` and
-/// `tcpdump`, and what a root shell has but `cargo` run by a user's login may not.
-pub fn path_with_sbin() -> String {
-    match std::env::var("PATH") {
-        Ok(path) if !path.is_empty() => format!("{path}:{EXTRA_PATH}"),
-        _ => EXTRA_PATH.to_owned(),
-    }
-}
-
-/// `command -v NAME`, with the sbin directories appended to `PATH`.
-pub fn which(name: &str) -> Option<PathBuf> {
-    let out = Command::new("sh")
-        .args(["-c", r#"command -v "$1""#, "sh", name])
-        .env("PATH", path_with_sbin())
-        .output()
-        .ok()?;
-    let found = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-    (out.status.success() && found.starts_with('/')).then(|| PathBuf::from(found))
 }
 
 const POLICY_RC_D: &str = "/usr/sbin/policy-rc.d";

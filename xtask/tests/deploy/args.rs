@@ -3,7 +3,7 @@
 
 use std::{collections::BTreeMap, path::Path, process::Command, time::Duration};
 
-use anyhow::{Context, Result, bail};
+use anyhow::Result;
 use k8s_openapi::api::core::v1::Container;
 use xtask::netlab::agent::redirector_bin;
 
@@ -15,63 +15,17 @@ pub const NODE_NAME: &str = "node-a";
 /// values made up ([`NODE_IP`], [`NODE_NAME`]) except the pod's namespace, which is
 /// `namespace` (the DaemonSet's).
 pub fn expanded_args(container: &Container, namespace: &str) -> Result<Vec<String>> {
-    let mut vars = BTreeMap::new();
-    for env in container.env.as_deref().unwrap_or_default() {
-        let value = match (&env.value, &env.value_from) {
-            (Some(value), _) => value.clone(),
-            (None, Some(from)) => {
-                let field = from
-                    .field_ref
-                    .as_ref()
-                    .with_context(|| format!("env {}: only fieldRef is expected", env.name))?;
-                match field.field_path.as_str() {
-                    "status.hostIP" | "status.podIP" => NODE_IP.to_owned(),
-                    "spec.nodeName" => NODE_NAME.to_owned(),
-                    "metadata.namespace" => namespace.to_owned(),
-                    other => bail!("env {}: unexpected fieldPath {other}", env.name),
-                }
-            }
-            (None, None) => String::new(),
-        };
-        vars.insert(env.name.clone(), value);
-    }
-    container
-        .args
-        .as_deref()
-        .unwrap_or_default()
-        .iter()
-        .map(|arg| expand(arg, &vars))
-        .collect()
-}
-
-/// Kubernetes' `$(VAR)` expansion; a reference to an undefined variable is an error here
-/// (the kubelet would pass it on literally).
-fn expand(arg: &str, vars: &BTreeMap<String, String>) -> Result<String> {
-    let mut out = String::new();
-    let mut rest = arg;
-    while let Some(at) = rest.find('$') {
-        out.push_str(&rest[..at]);
-        rest = &rest[at..];
-        if let Some(after) = rest.strip_prefix("$$") {
-            out.push('$');
-            rest = after;
-        } else if let Some(after) = rest.strip_prefix("$(") {
-            let end = after
-                .find(')')
-                .with_context(|| format!("unclosed $( in {arg}"))?;
-            let name = &after[..end];
-            let value = vars
-                .get(name)
-                .with_context(|| format!("{arg}: ${name} is not in the container's env"))?;
-            out.push_str(value);
-            rest = &after[end + 1..];
-        } else {
-            out.push('$');
-            rest = &rest[1..];
-        }
-    }
-    out.push_str(rest);
-    Ok(out)
+    let fields: BTreeMap<String, String> = [
+        ("status.hostIP", NODE_IP),
+        ("status.podIP", NODE_IP),
+        ("spec.nodeName", NODE_NAME),
+        ("metadata.namespace", namespace),
+    ]
+    .into_iter()
+    .map(|(field, value)| (field.to_owned(), value.to_owned()))
+    .collect();
+    let vars = xtask::manifest::environment(container, &fields)?;
+    xtask::manifest::expanded_args(container, &vars)
 }
 
 /// The `--flag` of every option argument.

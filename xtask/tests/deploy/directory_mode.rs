@@ -14,76 +14,11 @@ use super::{
     schema::assert_schema_valid,
 };
 
-/// The YAML list items commented out in `text` whose first line is `# - name: NAME`:
-/// that line and the deeper-indented comment lines after it, uncommented.
-fn commented_items(text: &str, name: &str) -> Vec<Value> {
-    let lines: Vec<&str> = text.lines().collect();
-    let first = format!("# - name: {name}");
-    let mut items = Vec::new();
-    for (i, line) in lines.iter().enumerate() {
-        if line.trim() != first {
-            continue;
-        }
-        let indent = line.len() - line.trim_start().len();
-        let mut block = vec!["- ".to_owned() + &first["# - ".len()..]];
-        for next in &lines[i + 1..] {
-            match next
-                .get(indent..)
-                .and_then(|rest| rest.strip_prefix("#   "))
-            {
-                Some(rest) if next[..indent].trim().is_empty() => block.push(format!("  {rest}")),
-                _ => break,
-            }
-        }
-        let parsed: Vec<Value> = serde_yaml_ng::from_str(&block.join("\n"))
-            .unwrap_or_else(|e| panic!("commented item {name}: {e}\n{}", block.join("\n")));
-        items.extend(parsed);
-    }
-    items
-}
-
-/// The DaemonSet switched to directory mode as its DIRECTORY MODE comments say.
+/// The DaemonSet switched to directory mode as its DIRECTORY MODE comments say
+/// ([`xtask::manifest::directory_mode`], which the container test runs too).
 fn directory_mode_daemon_set() -> Value {
     let text = std::fs::read_to_string(deploy_dir().join("daemonset.yaml")).unwrap();
-    let mut daemon_set = render::documents(&text).unwrap().remove(0);
-    let backends_arg = text
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("#   - --backends="))
-        .map(|dir| format!("--backends={dir}"))
-        .expect("the commented --backends argument");
-    let items = commented_items(&text, "backends");
-    let mount = items
-        .iter()
-        .find(|i| i.get("mountPath").is_some())
-        .expect("the commented backends mount");
-    let volume = items
-        .iter()
-        .find(|i| i.get("projected").is_some())
-        .expect("the commented backends volume");
-
-    let pod = &mut daemon_set["spec"]["template"]["spec"];
-    pod["automountServiceAccountToken"] = Value::Bool(false);
-    pod["volumes"].as_array_mut().unwrap().push(volume.clone());
-    let container = &mut pod["containers"][0];
-    container["volumeMounts"]
-        .as_array_mut()
-        .unwrap()
-        .push(mount.clone());
-    let args = container["args"].as_array_mut().unwrap();
-    let at = |flag: &str| {
-        (args.iter())
-            .position(|a| a.as_str().is_some_and(|a| a.starts_with(flag)))
-            .unwrap_or_else(|| panic!("{flag} in the args"))
-    };
-    // "replace the four lines from --kubernetes to --lease-namespace"
-    let (first, last) = (at("--kubernetes"), at("--lease-namespace"));
-    assert_eq!(
-        last - first,
-        3,
-        "four lines from --kubernetes to --lease-namespace"
-    );
-    args.splice(first..=last, [Value::String(backends_arg)]);
-    daemon_set
+    xtask::manifest::directory_mode(&text).unwrap()
 }
 
 #[test]
@@ -136,23 +71,4 @@ fn the_directory_mode_alternative_parses_mounts_and_its_backends_pass_check() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "redirector check: {stdout}");
     assert!(stdout.starts_with("ok: "), "{stdout}");
-}
-
-#[test]
-fn the_commented_items_are_found_and_stop_at_the_next_comment() {
-    let text = "\
-      volumes:
-        # prose
-        # - name: backends
-        #   projected:
-        #     defaultMode: 256
-        # The next thing, prose again.
-        - name: bpffs
-";
-    let items = commented_items(text, "backends");
-    assert_eq!(
-        items,
-        [serde_json::json!({"name": "backends", "projected": {"defaultMode": 256}})]
-    );
-    assert!(commented_items(text, "other").is_empty());
 }

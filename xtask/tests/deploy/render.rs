@@ -7,7 +7,7 @@ use std::{
 };
 
 use anyhow::{Context, Result, bail, ensure};
-use serde::{Deserialize, de::DeserializeOwned};
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 pub fn deploy_dir() -> PathBuf {
@@ -102,16 +102,7 @@ pub fn resources(kustomization: &Value) -> Result<Vec<&str>> {
 }
 
 /// Every non-empty document of a YAML stream, as JSON.
-pub fn documents(text: &str) -> Result<Vec<Value>> {
-    let mut values = Vec::new();
-    for document in serde_yaml_ng::Deserializer::from_str(text) {
-        let value = Value::deserialize(document)?;
-        if !value.is_null() {
-            values.push(value);
-        }
-    }
-    Ok(values)
-}
+pub use xtask::manifest::documents;
 
 fn sorted(mut objects: Vec<Value>) -> Vec<Value> {
     objects.sort_by_key(identity);

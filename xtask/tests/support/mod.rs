@@ -4,9 +4,11 @@
 #![allow(dead_code, reason = "each test binary uses a different part")]
 
 pub mod capture;
+pub mod connect_loop;
 pub mod curl;
 pub mod fixtures;
 pub mod nginx;
+pub mod programs;
 pub mod python;
 pub mod tls;
 
