@@ -12,10 +12,11 @@ use anyhow::Result;
 use crate::netlab::{EXT_V4, EXT_V6};
 
 /// The hostnames of `deploy/examples`, all served by the test bed's external host.
-pub const HOSTNAMES: [&str; 3] = [
+pub const HOSTNAMES: [&str; 4] = [
     "echo.redirector.test",
     "tls.redirector.test",
     "api.redirector.test",
+    "mcp.redirector.test",
 ];
 
 /// Hosts-file entries resolving [`HOSTNAMES`] to the external host (IPv4 and IPv6).
@@ -65,4 +66,31 @@ pub fn copy_examples(from: &Path, to: &Path, ca_pem: &str) -> Result<()> {
         std::fs::write(to.join(name), text)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A name of the examples missing here would fail to resolve on the test bed: each
+    /// agent would then wait for its resolution timeout before it is ready.
+    #[test]
+    fn every_hostname_of_the_examples_is_served() {
+        let mut named = Vec::new();
+        for entry in std::fs::read_dir(examples_dir()).unwrap() {
+            let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+            for line in text.lines() {
+                if let Some(name) = line.trim().strip_prefix("hostname: ") {
+                    named.push(name.trim().to_owned());
+                }
+            }
+        }
+        assert!(!named.is_empty());
+        for name in &named {
+            assert!(
+                HOSTNAMES.contains(&name.as_str()),
+                "{name} is not in HOSTNAMES"
+            );
+        }
+    }
 }
