@@ -97,17 +97,36 @@ impl Shared {
 
 /// Binds one listener per proxy address. Done before the datapath is attached, so a
 /// redirected connect always finds a listener.
-pub fn bind(addrs: &[SocketAddr]) -> io::Result<Vec<TcpListener>> {
-    addrs
-        .iter()
-        .map(|addr| listen_shared(*addr, 4096, "--proxy-addr"))
-        .collect()
+pub fn bind(addrs: &[SocketAddr]) -> io::Result<Bound> {
+    let sockets = (addrs.iter())
+        .map(|addr| bind_shared(*addr, "--proxy-addr"))
+        .collect::<io::Result<_>>()?;
+    Ok(Bound(sockets))
+}
+
+/// The proxy's sockets, bound but not listening yet. A TCP socket joins the
+/// SO_REUSEPORT group of its port, and with it gets a share of the connects, only when
+/// it listens: an agent joining a running one (an upgrade) listens once it can serve.
+pub struct Bound(Vec<TcpSocket>);
+
+impl Bound {
+    pub fn listen(self) -> io::Result<Vec<TcpListener>> {
+        self.0
+            .into_iter()
+            .map(|socket| socket.listen(4096))
+            .collect()
+    }
 }
 
 /// A TCP listener that a second agent on the node can join (SO_REUSEPORT): during an
 /// upgrade the new agent listens beside the old one, and when the old one closes its
 /// listener the kernel hands its queued connections to the new one (`tcp_migrate_req`).
 pub fn listen_shared(addr: SocketAddr, backlog: u32, flag: &str) -> io::Result<TcpListener> {
+    bind_shared(addr, flag)?.listen(backlog)
+}
+
+/// A socket bound to `addr` for [`listen_shared`] (SO_REUSEADDR, SO_REUSEPORT).
+fn bind_shared(addr: SocketAddr, flag: &str) -> io::Result<TcpSocket> {
     let socket = if addr.is_ipv4() {
         TcpSocket::new_v4()?
     } else {
@@ -119,7 +138,7 @@ pub fn listen_shared(addr: SocketAddr, backlog: u32, flag: &str) -> io::Result<T
     socket
         .bind(addr)
         .map_err(|e| io::Error::new(e.kind(), format!("cannot listen on {flag} {addr}: {e}")))?;
-    socket.listen(backlog)
+    Ok(socket)
 }
 
 /// Accepts until `shutdown` fires, then waits up to `drain` for open connections.

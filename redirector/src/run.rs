@@ -1,15 +1,17 @@
 //! `redirector run`: the node agent, wired together.
 //!
-//! Order matters: Backends are loaded and resolved, the proxy listens, and only then is
+//! Order matters: Backends are loaded, the proxy's address is bound, and only then is
 //! the datapath attached (or adopted) and its Backend map synced, so no connect is ever
-//! redirected to an address where nobody listens. The "ready" line comes last.
+//! redirected to an address where nobody listens. The proxy listens before the Backends
+//! are resolved when it is alone, after when it joins a running agent (an upgrade). The
+//! "ready" line comes last.
 
 use std::{
     net::SocketAddr,
     sync::{Arc, RwLock},
 };
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use redirector_common::ProxyConfig;
 use tokio_util::sync::CancellationToken;
 
@@ -19,6 +21,7 @@ use tokio::{sync::mpsc, task::JoinHandle};
 mod capture;
 mod egress;
 mod host;
+mod proxy_addrs;
 mod signals;
 mod uninstall;
 
@@ -31,7 +34,7 @@ use crate::{
     admin::{self, Admin, Readiness},
     backend::Catalog,
     cli::{BackendScope, RunArgs},
-    datapath::{self, Attachment, Datapath, MapSizes, PinLayout, endpoint},
+    datapath::{self, Attachment, Datapath, MapSizes, PinLayout},
     kubernetes::{
         KubeSource,
         status::{self as kube_status, StatusWriter},
@@ -57,7 +60,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         (true, BackendScope::Namespace) => Scoping::Namespace,
         _ => Scoping::Cluster,
     };
-    let mut proxy_config = proxy_config(&args.proxy_addrs)?;
+    let mut proxy_config = proxy_addrs::proxy_config(&args.proxy_addrs)?;
     if scoping == Scoping::Namespace {
         proxy_config.flags |= ProxyConfig::SCOPED;
     }
@@ -142,7 +145,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let access_log = (args.http.access_log.as_deref())
         .map(proxy::AccessLog::open)
         .transpose()?;
-    let listeners = proxy::bind(&args.proxy_addrs)?;
+    let bound = proxy::bind(&args.proxy_addrs)?;
     let capture = &args.dns.capture;
     let dns_addrs: Vec<SocketAddr> = (args.proxy_addrs.iter())
         .map(|addr| SocketAddr::new(addr.ip(), capture.dns_port))
@@ -173,6 +176,14 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         .with_context(|| format!("installing the datapath on cgroup {}", cgroup.display()))?;
     // Once the pins are ours: the value it changes is recorded beside them.
     host::enable_request_migration(&layout);
+    // Alone (a first start, a restart), the proxy listens at once: connects that pins
+    // kept redirecting queue in its backlog rather than being refused. Beside a running
+    // agent (an upgrade), it listens once its Backends are resolved: until then the
+    // running one serves every connect, and none waits in a backlog nobody accepts.
+    let (mut listeners, deferred) = match backends.beside_another_agent() {
+        false => (bound.listen()?, None),
+        true => (Vec::new(), Some(bound)),
+    };
     let names = egress::start(
         &args,
         egress_maps,
@@ -270,6 +281,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         .await
         .context("writing Backend addresses to the datapath")?;
     let reconciling = tokio::spawn(reconciler.run(catalogs_rx, shutdown.clone()));
+    if let Some(bound) = deferred {
+        listeners = bound.listen()?;
+    }
 
     let capturing = match dns_listeners {
         Some(listeners) => {
@@ -378,33 +392,4 @@ async fn start_source(
     }
     let first = watch::spawn(args.backends.clone(), catalogs_tx, shutdown.clone())?;
     Ok((first, catalogs_rx, None))
-}
-
-fn proxy_config(addrs: &[SocketAddr]) -> anyhow::Result<ProxyConfig> {
-    let mut config = ProxyConfig::default();
-    for addr in addrs {
-        let (flag, slot) = if addr.is_ipv4() {
-            (ProxyConfig::HAS_V4, &mut config.v4)
-        } else {
-            (ProxyConfig::HAS_V6, &mut config.v6)
-        };
-        if config.flags & flag != 0 {
-            bail!("--proxy-addr given twice for the same address family ({addr})");
-        }
-        if addr.ip().is_unspecified() || addr.port() == 0 {
-            bail!(
-                "--proxy-addr {addr}: needs a concrete address and port that redirected connects can reach"
-            );
-        }
-        config.flags |= flag;
-        *slot = endpoint::from_socket_addr(*addr);
-    }
-    for (flag, family) in [(ProxyConfig::HAS_V4, "IPv4"), (ProxyConfig::HAS_V6, "IPv6")] {
-        if config.flags & flag == 0 {
-            tracing::warn!(
-                "no {family} --proxy-addr: {family} connects to Backends are not redirected"
-            );
-        }
-    }
-    Ok(config)
 }

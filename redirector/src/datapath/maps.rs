@@ -92,6 +92,12 @@ impl BackendMap {
         }
     }
 
+    /// Whether another agent on the node writes the map now: this one joined it (an
+    /// upgrade) and has not taken over yet.
+    pub fn beside_another_agent(&self) -> bool {
+        matches!(self.writer, MapWriter::Waiting(_))
+    }
+
     /// Resolves when this agent has just taken over writing the map from another one
     /// (the next sync reads the kernel's state, which the other agent wrote); never
     /// while it holds the lock already.
