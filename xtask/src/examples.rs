@@ -12,12 +12,18 @@ use anyhow::Result;
 use crate::netlab::{EXT_V4, EXT_V6};
 
 /// The hostnames of `deploy/examples`, all served by the test bed's external host.
-pub const HOSTNAMES: [&str; 4] = [
+pub const HOSTNAMES: [&str; 3] = [
     "echo.redirector.test",
     "tls.redirector.test",
     "api.redirector.test",
-    "mcp.redirector.test",
 ];
+
+/// The hostnames of `deploy/examples` the test bed does not serve, left unresolved: the
+/// MCP example's server (resolved to the external host it would share port 443 with
+/// `api.redirector.test`, and a plaintext connect there could name neither). Each agent
+/// then starts with a name whose resolution fails, which the container test's handover
+/// goes through.
+pub const UNSERVED: [&str; 1] = ["mcp.redirector.test"];
 
 /// Hosts-file entries resolving [`HOSTNAMES`] to the external host (IPv4 and IPv6).
 pub fn hosts() -> Vec<(IpAddr, &'static str)> {
@@ -72,10 +78,9 @@ pub fn copy_examples(from: &Path, to: &Path, ca_pem: &str) -> Result<()> {
 mod tests {
     use super::*;
 
-    /// A name of the examples missing here would fail to resolve on the test bed: each
-    /// agent would then wait for its resolution timeout before it is ready.
+    /// Every name of the examples is either served or known not to be.
     #[test]
-    fn every_hostname_of_the_examples_is_served() {
+    fn every_hostname_of_the_examples_is_accounted_for() {
         let mut named = Vec::new();
         for entry in std::fs::read_dir(examples_dir()).unwrap() {
             let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
@@ -88,8 +93,8 @@ mod tests {
         assert!(!named.is_empty());
         for name in &named {
             assert!(
-                HOSTNAMES.contains(&name.as_str()),
-                "{name} is not in HOSTNAMES"
+                HOSTNAMES.contains(&name.as_str()) || UNSERVED.contains(&name.as_str()),
+                "{name} is neither in HOSTNAMES nor in UNSERVED"
             );
         }
     }

@@ -114,9 +114,9 @@ fn the_daemonset_pod_redirects_probes_drains_hands_over_and_uninstalls() {
         &key,
     )
     .expect("TLS server");
-    // The examples' hostnames resolve to ext (a slow DNS failure for one would delay
-    // each agent's readiness, and a second agent's listener would then hold its share
-    // of connects that long).
+    // The examples' hostnames resolve to ext, but for `examples::UNSERVED`, whose
+    // resolution fails: the second agent then joins the first while one of its names is
+    // still failing, and must take no share of the connects before it can serve them.
     bed.topo
         .node
         .set_hosts(&examples::hosts())
